@@ -1,0 +1,1 @@
+"""Performance benchmarks (not tests): each writes a CSV and prints a summary."""

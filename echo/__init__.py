@@ -1,0 +1,21 @@
+"""Data echoing (Choi et al., "Faster Neural Network Training with Data Echoing", 2019).
+
+The package root is framework-free. Front ends:
+
+* `echo.torch`: `Echo` (example and batch echoing as an iterable stage), `build_pipeline`
+  (read -> [echo] -> augment -> [echo] -> collate -> [echo] with exact fresh-example
+  accounting across DataLoader workers) and `EchoOnStall` (opportunistic batch echoing).
+* `echo.tfdata`: ``dataset.apply(echo(factor, shuffle_buffer=...))`` (imports TensorFlow).
+"""
+
+from echo.core import EchoCounts, check_factor, check_shuffle_buffer, echo_items
+from echo.points import ECHO_POINTS, EchoPoint
+
+__all__ = [
+    "ECHO_POINTS",
+    "EchoCounts",
+    "EchoPoint",
+    "check_factor",
+    "check_shuffle_buffer",
+    "echo_items",
+]

@@ -1,0 +1,125 @@
+"""Data echoing for tf.data: ``dataset.apply(echo(factor, shuffle_buffer=...))``.
+
+The paper's echo stage is ``dataset.flat_map(lambda t: Dataset.from_tensors(t).repeat(e))``;
+this version adds fractional factors, the shuffle buffer and counters, with the semantics of
+`echo.core` (the PyTorch `echo.torch.Echo` follows the same definition). Importing this module
+imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from echo.core import check_factor, check_seed, check_shuffle_buffer
+
+__all__ = ["EchoCounter", "echo"]
+
+_UNIFORM_BITS = 31
+
+
+class EchoCounter:
+    """Counts of one tf.data echo stage, readable at any time from Python.
+
+    Attributes:
+        fresh: Elements taken from upstream so far.
+        emitted: Elements handed downstream so far.
+    """
+
+    def __init__(self) -> None:
+        self._fresh = tf.Variable(0, dtype=tf.int64, trainable=False, name="echo_fresh")
+        self._emitted = tf.Variable(0, dtype=tf.int64, trainable=False, name="echo_emitted")
+
+    @property
+    def fresh(self) -> int:
+        return int(self._fresh.numpy())
+
+    @property
+    def emitted(self) -> int:
+        return int(self._emitted.numpy())
+
+    def reset(self) -> None:
+        """Set both counts to zero."""
+        self._fresh.assign(0)
+        self._emitted.assign(0)
+
+    def __repr__(self) -> str:
+        return f"EchoCounter(fresh={self.fresh}, emitted={self.emitted})"
+
+
+def _counting(variable: tf.Variable) -> Callable[..., Any]:
+    """A map function that adds 1 to ``variable`` and returns its element unchanged."""
+
+    def count(*element: Any) -> Any:
+        with tf.control_dependencies([variable.assign_add(1)]):
+            passed = tf.nest.map_structure(tf.identity, element)
+        return passed[0] if len(element) == 1 else passed
+
+    return count
+
+
+def echo(
+    factor: float,
+    *,
+    shuffle_buffer: int = 0,
+    seed: int | None = None,
+    counter: EchoCounter | None = None,
+) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
+    """An echo stage for ``Dataset.apply``.
+
+    Put it before ``map(augment)`` for example echoing before augmentation, after it for
+    echoing after augmentation, or after ``batch`` for batch echoing::
+
+        ds = ds.apply(echo(2.0, shuffle_buffer=1024, seed=0)).map(augment).batch(128)
+
+    Args:
+        factor: Echo factor ``e >= 1``. A fractional ``e`` repeats each element ``floor(e)``
+            or ``floor(e) + 1`` times, the extra copy drawn with probability ``e - floor(e)``.
+        shuffle_buffer: Shuffle buffer after the echo (``Dataset.shuffle``). Default 0.
+        seed: Seed of the extra-copy draws and the shuffle; each iteration draws anew but
+            reproducibly. Default None: not reproducible.
+        counter: An `EchoCounter` to update with fresh and emitted counts. Default None.
+            Counting adds a stateful ``map`` on each side of the stage.
+
+    Returns:
+        A function from `tf.data.Dataset` to `tf.data.Dataset`. With ``factor=1``,
+        ``shuffle_buffer=0`` and no counter it returns the dataset unchanged.
+
+    Raises:
+        ValueError: A bad ``factor``, ``shuffle_buffer`` or ``seed``; the message names it.
+    """
+    factor = check_factor(factor)
+    shuffle_buffer = check_shuffle_buffer(shuffle_buffer)
+    if seed is not None:
+        seed = check_seed(seed)
+    whole = int(factor)
+    extra = factor - whole
+
+    def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        if counter is not None:
+            dataset = dataset.map(_counting(counter._fresh))
+        if extra:
+            draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+            threshold = tf.constant(int(extra * 2**_UNIFORM_BITS), tf.int64)
+
+            def repeat(element: Any, draw: tf.Tensor) -> tf.data.Dataset:
+                uniform = tf.math.floormod(draw, 2**_UNIFORM_BITS)
+                copies = whole + tf.cast(uniform < threshold, tf.int64)
+                return tf.data.Dataset.from_tensors(element).repeat(copies)
+
+            dataset = tf.data.Dataset.zip((dataset, draws)).flat_map(repeat)
+        elif whole > 1:
+            dataset = dataset.flat_map(
+                lambda *element: tf.data.Dataset.from_tensors(
+                    element[0] if len(element) == 1 else element
+                ).repeat(whole)
+            )
+        if shuffle_buffer:
+            dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if counter is not None:
+            dataset = dataset.map(_counting(counter._emitted))
+        return dataset
+
+    return apply

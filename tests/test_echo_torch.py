@@ -1,0 +1,162 @@
+"""`echo.torch.Echo`: in-process, inside DataLoader workers, and as batch echo."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from stage_checks import check_echoed_multiset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from echo.torch import Echo
+
+
+def ids(loader) -> list[int]:
+    return [int(v) for batch in loader for v in batch]
+
+
+@pytest.mark.parametrize("factor", [1, 2, 3, 1.5, 2.25])
+@pytest.mark.parametrize("buffer", [0, 7])
+def test_in_process_counts_and_multiset(factor, buffer):
+    source = list(range(200))
+    stage = Echo(source, factor, shuffle_buffer=buffer, seed=4)
+    out = list(stage)
+    check_echoed_multiset(source, out, factor)
+    assert (stage.fresh, stage.emitted) == (200, len(out))
+
+
+@pytest.mark.parametrize("bad", [{"factor": 0.9}, {"shuffle_buffer": -2}, {"seed": -1}])
+def test_bad_arguments_raise_value_errors_naming_them(bad):
+    args = {"factor": 2.0, "shuffle_buffer": 0, "seed": 0} | bad
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        Echo(range(3), args.pop("factor"), **args)
+
+
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_dataloader_workers_read_each_item_once_and_counts_survive(factor):
+    source = list(range(301))
+    stage = Echo(source, factor, shuffle_buffer=5, seed=1)
+    loader = DataLoader(stage, batch_size=8, num_workers=2)
+    out = ids(loader)
+    check_echoed_multiset(source, out, factor)
+    assert stage.fresh == len(source)
+    assert stage.emitted == len(out)
+
+
+def test_worker_draws_are_reproducible():
+    def run():
+        return ids(DataLoader(Echo(range(120), 1.5, shuffle_buffer=9, seed=3), num_workers=2))
+
+    assert run() == run()
+
+
+def test_counts_accumulate_across_epochs_with_set_epoch():
+    stage = Echo(list(range(40)), 2, shuffle_buffer=4, seed=0)
+    loader = DataLoader(stage, batch_size=4, num_workers=2)
+    orders = []
+    for epoch in range(2):
+        stage.set_epoch(epoch)
+        orders.append(ids(loader))
+    assert stage.fresh == 80
+    assert stage.emitted == 160
+    assert orders[0] != orders[1]  # each epoch draws its own shuffle
+
+
+class _SelfSharding(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        return iter(range(info.id, 50, info.num_workers))
+
+
+def test_iterable_dataset_source_is_trusted_to_shard_itself():
+    out = ids(DataLoader(Echo(_SelfSharding(), 2), batch_size=5, num_workers=2))
+    check_echoed_multiset(list(range(50)), out, 2)
+
+
+def test_plain_iterable_source_is_split_between_workers():
+    out = ids(DataLoader(Echo(iter(range(60)), 3), batch_size=5, num_workers=2))
+    check_echoed_multiset(list(range(60)), out, 3)
+
+
+def test_batch_echo_yields_the_same_tensor_objects_without_copying():
+    batches = [torch.randn(4, 3) for _ in range(5)]
+    out = list(Echo(batches, 2))
+    assert len(out) == 10
+    for i, batch in enumerate(batches):
+        assert out[2 * i] is batch and out[2 * i + 1] is batch
+
+
+def test_batch_echo_after_a_dataloader():
+    loader = DataLoader(list(range(32)), batch_size=4)
+    stage = Echo(loader, 3, shuffle_buffer=2)
+    out = list(stage)
+    assert len(out) == 24
+    assert stage.fresh == 8
+    assert sorted(ids(out)) == sorted(list(range(32)) * 3)
+
+
+class _MapStyle(Dataset):
+    """A map-style dataset: iterating it directly would never end (no IndexError)."""
+
+    def __len__(self):
+        return 25
+
+    def __getitem__(self, index):
+        return index
+
+
+@pytest.mark.parametrize("factor", [1, 2])
+def test_map_style_dataset_is_read_by_index_in_process(factor):
+    stage = Echo(_MapStyle(), factor)
+    assert list(stage) == [i for i in range(25) for _ in range(factor)]
+    assert (stage.fresh, stage.emitted) == (25, 25 * factor)
+
+
+def test_identity_stage_counts_while_iterating_and_across_epochs():
+    stage = Echo(list(range(10)), 1)
+    it = iter(stage)
+    for expected in range(1, 4):
+        next(it)
+        assert (stage.fresh, stage.emitted) == (expected, expected)
+    list(stage)
+    assert (stage.fresh, stage.emitted) == (13, 13)
+
+
+def test_length_for_integer_factor_only():
+    assert len(Echo(range(10), 3)) == 30
+    with pytest.raises(TypeError):
+        len(Echo(range(10), 2.5))
+
+
+@pytest.mark.parametrize(("factor", "buffer"), [(2.5, 6), (1, 0)])
+@pytest.mark.parametrize("stop_at", [0, 1, 37])
+def test_resume_mid_epoch_continues_exactly_where_it_stopped(stop_at, factor, buffer):
+    def make():
+        return Echo(list(range(40)), factor, shuffle_buffer=buffer, seed=9)
+
+    full = make()
+    first_epoch = list(full)
+    second_epoch = list(full)
+
+    stage = make()
+    it = iter(stage)
+    head = [next(it) for _ in range(stop_at)]
+    state = stage.state_dict()
+    assert state["position"] == stop_at
+
+    resumed = make()
+    resumed.load_state_dict(state)
+    tail = list(resumed)
+    assert head + tail == first_epoch
+    assert (resumed.fresh, resumed.emitted) == (40, len(first_epoch))
+    assert list(resumed) == second_epoch
+
+
+def test_state_after_a_finished_epoch_points_at_the_next_epoch():
+    stage = Echo(list(range(10)), 2, shuffle_buffer=3)
+    list(stage)
+    assert stage.state_dict() == {"epoch": 1, "position": 0, "fresh": 10, "emitted": 20}
+
+
+def test_load_state_dict_rejects_bad_state():
+    with pytest.raises(ValueError, match="position"):
+        Echo(range(3), 2).load_state_dict({"epoch": 0, "position": -1, "fresh": 0, "emitted": 0})
