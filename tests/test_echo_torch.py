@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from stage_checks import check_echoed_multiset
@@ -160,3 +162,19 @@ def test_state_after_a_finished_epoch_points_at_the_next_epoch():
 def test_load_state_dict_rejects_bad_state():
     with pytest.raises(ValueError, match="position"):
         Echo(range(3), 2).load_state_dict({"epoch": 0, "position": -1, "fresh": 0, "emitted": 0})
+
+
+def test_counts_survive_spawned_workers():
+    stage = Echo(list(range(100)), 2, shuffle_buffer=3)
+    loader = DataLoader(stage, batch_size=7, num_workers=2, multiprocessing_context="spawn")
+    out = ids(loader)
+    check_echoed_multiset(list(range(100)), out, 2)
+    assert (stage.fresh, stage.emitted) == (100, 200)
+
+
+def test_nothing_is_left_in_dev_shm():
+    before = set(os.listdir("/dev/shm"))
+    stage = Echo(list(range(50)), 2)
+    ids(DataLoader(stage, batch_size=5, num_workers=2))
+    del stage
+    assert set(os.listdir("/dev/shm")) - before == set()
