@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}  # TensorFlow start-up banner
 mkdir -p benchmarks/results
 .venv/bin/python -m benchmarks.echo_overhead --out benchmarks/results/echo_overhead.csv
 .venv/bin/python -m benchmarks.echo_speedup --out benchmarks/results/echo_speedup.csv
