@@ -1,0 +1,316 @@
+"""`Consumer`: a drop-in iterable of the batches a `Producer` serves."""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import socket
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from sharing import endpoint as endpoints
+from sharing import protocol
+from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
+from sharing.layout import first_dim, unpack
+
+__all__ = ["Consumer"]
+
+_POLL_S = 0.25
+_LATE_JOIN = ("auto", "replay", "next_epoch")
+
+
+class Consumer:
+    """Receive a producer's batches; each ``for`` loop over the consumer is one epoch.
+
+    Batches are zero-copy views of the producer's shared memory, mapped read-only: a batch
+    stays valid until the loop asks for the next one (it is then handed back to the producer
+    for reuse). Keep a tensor longer with ``.clone()``, or pass ``copy=True``. Modifying a
+    received tensor in place is not possible (it would change every consumer's data); with
+    ``copy=True`` the batch is private and writable.
+
+    Args:
+        endpoint: The producer's endpoint (``Producer.endpoint``).
+        batch_size: Examples per batch for this consumer: None (the producer's), a divisor of
+            the producer's batch size (batches are sliced, no copy) or a multiple of it
+            (consecutive batches are concatenated, a copy). Otherwise a `ValueError` at
+            connect.
+        late_join: What to do when joining mid-epoch. "auto" (default): replay the missed
+            batches when the producer still holds them, else start at once with a first
+            epoch that wraps into the producer's next epoch. "replay": replay or raise
+            `LateJoinError`. "next_epoch": wait for the next epoch.
+        copy: Give private, writable copies and release shared memory at once. Default False.
+        connect_timeout_s: How long to wait for the producer's socket. Default 10.
+        timeout_s: Raise `TimeoutError` if no message arrives for this long while the
+            producer is alive. Default None: wait (a dead producer is detected in < 1 s).
+
+    Attributes:
+        consumer_id: Id the producer gave this consumer.
+        mode: How it joined: "start", "replay", "wrap" or "next_epoch".
+        epoch: Producer epoch of the next batch.
+
+    Raises:
+        ValueError: A bad argument, also one the producer rejects (e.g. ``batch_size``).
+        ConnectionError: No producer at ``endpoint``.
+        LateJoinError: ``late_join="replay"`` and the missed batches are gone.
+        ProducerGone: (while iterating) the producer died before the stream ended.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        batch_size: int | None = None,
+        late_join: str = "auto",
+        copy: bool = False,
+        connect_timeout_s: float = 10.0,
+        timeout_s: float | None = None,
+    ) -> None:
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise ValueError(f"batch_size must be None or an integer >= 1, got {batch_size!r}")
+        if late_join not in _LATE_JOIN:
+            raise ValueError(f"late_join={late_join!r}; valid: {list(_LATE_JOIN)}")
+        endpoints.parse(endpoint)
+        self.endpoint, self.batch_size, self.copy = endpoint, batch_size, bool(copy)
+        self.timeout_s = timeout_s
+        self._messages: deque[dict] = deque()
+        self._reader = protocol.FrameReader()
+        self._ended = False
+        self._closed = True  # until connected
+        self._held: set[int] = set()
+        self._sock = endpoints.connect(endpoint, connect_timeout_s)
+        self._closed = False
+        try:
+            self._producer_pid, uid, _ = endpoints.peer_credentials(self._sock)
+            if uid != os.getuid():
+                raise ConnectionError(f"the process at {endpoint} runs as another user ({uid})")
+            protocol.send(
+                self._sock, "hello", version=protocol.PROTOCOL_VERSION, batch_size=batch_size,
+                late_join=late_join, pid=os.getpid(),
+            )  # fmt: skip
+            welcome, fd = self._receive_welcome()
+            try:
+                self._buffer = mmap.mmap(
+                    fd, welcome["slot_bytes"] * welcome["slots"], prot=mmap.PROT_READ
+                )
+            finally:
+                os.close(fd)
+        except BaseException:
+            self._sock.close()
+            self._closed = True
+            raise
+        self.consumer_id = welcome["consumer_id"]
+        self.mode = welcome["mode"]
+        self.epoch = welcome["epoch"]
+        self._slot_bytes = welcome["slot_bytes"]
+        self._batches_per_epoch = welcome["batches_per_epoch"]
+        self._producer_batch_size: int | None = None
+        self._sock.settimeout(_POLL_S)
+
+    # ------------------------------------------------------------------ connection
+
+    def _receive_welcome(self) -> tuple[dict, int]:
+        self._sock.settimeout(30.0)
+        data, fds, _, _ = socket.recv_fds(self._sock, 65536, 1)
+        if not data:
+            raise ConnectionError(f"the producer at {self.endpoint} closed the connection")
+        messages = self._reader.feed(data)
+        while not messages:
+            more = self._sock.recv(65536)
+            if not more:
+                raise ConnectionError(f"the producer at {self.endpoint} closed the connection")
+            messages = self._reader.feed(more)
+        first = messages[0]
+        self._messages.extend(messages[1:])
+        if first["type"] == "error":
+            for fd in fds:
+                os.close(fd)
+            raise _refusal_error(first)
+        if first["type"] != "welcome" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ProtocolError(f"expected a welcome with the ring's descriptor, got {first}")
+        return first, fds[0]
+
+    def _next_message(self) -> dict:
+        """The next message, waiting while the producer lives."""
+        waited = 0.0
+        while not self._messages:
+            try:
+                data = self._sock.recv(65536)
+            except TimeoutError:
+                waited += _POLL_S
+                if not endpoints.pid_alive(self._producer_pid):
+                    raise ProducerGone(
+                        f"the producer (pid {self._producer_pid}) at {self.endpoint} exited "
+                        "before the end of its stream"
+                    ) from None
+                if self.timeout_s is not None and waited >= self.timeout_s:
+                    raise TimeoutError(
+                        f"no batch from the producer at {self.endpoint} for {waited:.1f} s"
+                    ) from None
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                raise ProducerGone(
+                    f"the producer (pid {self._producer_pid}) at {self.endpoint} closed the "
+                    "connection before the end of its stream"
+                )
+            self._messages.extend(self._reader.feed(data))
+        message = self._messages.popleft()
+        if message["type"] == "error":
+            raise _refusal_error(message)
+        return message
+
+    def _release(self, seq: int) -> None:
+        self._held.discard(seq)
+        with contextlib.suppress(OSError):  # a gone producer shows at the next receive
+            protocol.send(self._sock, "release", seq=seq)
+
+    # ------------------------------------------------------------------ iteration
+
+    def __len__(self) -> int:
+        """Batches per epoch, when the producer's loader has a length and batches are not
+        re-sized."""
+        if self._batches_per_epoch is None or self.batch_size not in (
+            None,
+            self._producer_batch_size,
+        ):
+            raise TypeError("this consumer's epoch length is not known")
+        return self._batches_per_epoch
+
+    def _producer_batches(self) -> Iterator[tuple[int, Any]]:
+        """(seq, batch) of one epoch, as this consumer's join mode defines it."""
+        counted = 0
+        while not self._ended:
+            message = self._next_message()
+            kind = message["type"]
+            if kind == "end":
+                self._ended = True
+                return
+            if kind == "end_epoch":
+                if self.mode != "wrap":
+                    self.epoch = message["epoch"] + 1
+                    return
+                continue
+            if kind != "batch":
+                raise ProtocolError(f"unexpected {kind!r} message while iterating")
+            low = message["slot"] * self._slot_bytes
+            batch = unpack(message["layout"], self._buffer, low, low + self._slot_bytes)
+            self._held.add(message["seq"])
+            if self._producer_batch_size is None:
+                self._producer_batch_size = first_dim(batch)
+            self.epoch = message["epoch"]
+            yield message["seq"], batch
+            counted += 1
+            if self.mode == "wrap" and counted == self._batches_per_epoch:
+                return
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._closed:
+            raise SharingError("this Consumer has left; create a new one to rejoin")
+        stream = self._producer_batches()
+        try:
+            if self.batch_size is None:
+                yield from self._as_is(stream)
+            else:
+                yield from self._resized(stream)
+        finally:
+            stream.close()
+            for seq in list(self._held):
+                self._release(seq)
+
+    def _as_is(self, stream: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+        for seq, batch in stream:
+            if self.copy:
+                batch = _map_tensors(batch, torch.clone)
+                self._release(seq)
+                yield batch
+            else:
+                yield batch
+                self._release(seq)
+
+    def _resized(self, stream: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+        """Slices of each producer batch (size divides it) or concatenations of several."""
+        size = self.batch_size
+        pending: list[Any] = []
+        pending_rows = 0
+        for seq, batch in stream:
+            rows = first_dim(batch) or 0
+            if size <= (self._producer_batch_size or rows):
+                for start in range(0, rows, size):
+                    piece = _map_tensors(batch, lambda t, s=start: t[s : s + size])
+                    yield _map_tensors(piece, torch.clone) if self.copy else piece
+                self._release(seq)
+                continue
+            # Copy and hand back at once: holding several batches could exceed max_lag.
+            pending.append(_map_tensors(batch, torch.clone))
+            self._release(seq)
+            pending_rows += rows
+            if pending_rows >= size:
+                yield _concat(pending)
+                pending, pending_rows = [], 0
+        if pending:
+            yield _concat(pending)
+
+    # ------------------------------------------------------------------ leaving
+
+    def leave(self) -> None:
+        """Leave: the producer stops serving this consumer at once (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sock.settimeout(1.0)
+            protocol.send(self._sock, "leave")
+        except OSError:
+            pass
+        self._sock.close()
+
+    close = leave
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.leave()
+
+
+def _refusal_error(message: dict) -> Exception:
+    code, reason = message["code"], message["reason"]
+    if code == "bad_argument":
+        return ValueError(reason)
+    if code == "late_join":
+        return LateJoinError(reason)
+    return SharingError(reason)
+
+
+def _map_tensors(batch: Any, fn) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return fn(batch) if batch.dim() else batch
+    if isinstance(batch, dict):
+        return {key: _map_tensors(value, fn) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_map_tensors(value, fn) for value in batch)
+    return batch
+
+
+def _concat(batches: list[Any]) -> Any:
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(batches) if first.dim() else first
+    if isinstance(first, dict):
+        return {key: _concat([b[key] for b in batches]) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(_concat(list(parts)) for parts in zip(*batches, strict=True))
+    return first

@@ -1,0 +1,101 @@
+"""Endpoints of the control channel: local Unix-domain sockets only.
+
+``unix:@NAME`` is a Linux abstract socket (nothing on the filesystem, nothing to clean up);
+``unix:/PATH`` is a socket file created owner-only and removed when the producer closes.
+Either way the producer accepts only peers running as its own user (checked with
+SO_PEERCRED), so another user on the machine cannot connect.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import struct
+
+__all__ = ["connect", "default_endpoint", "listen", "parse", "peer_credentials", "pid_alive"]
+
+
+def default_endpoint() -> str:
+    """A fresh abstract-socket endpoint unique to this process."""
+    return f"unix:@sharing-{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def parse(endpoint: str) -> str | bytes:
+    """The socket address of ``endpoint``.
+
+    Raises:
+        ValueError: ``endpoint`` is not ``unix:@NAME`` or ``unix:/PATH``.
+    """
+    if not isinstance(endpoint, str) or not endpoint.startswith("unix:") or len(endpoint) < 7:
+        raise ValueError(
+            f"endpoint must be 'unix:@NAME' (abstract socket) or 'unix:/PATH', got {endpoint!r}"
+        )
+    address = endpoint[len("unix:") :]
+    if address.startswith("@"):
+        return b"\0" + address[1:].encode()
+    if not address.startswith("/"):
+        raise ValueError(f"endpoint path must be absolute, got {endpoint!r}")
+    return address
+
+
+def listen(endpoint: str, backlog: int = 64) -> socket.socket:
+    """A non-blocking listening socket at ``endpoint`` (a socket file is made owner-only)."""
+    address = parse(endpoint)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if isinstance(address, str):
+            old_umask = os.umask(0o177)
+            try:
+                sock.bind(address)
+            finally:
+                os.umask(old_umask)
+        else:
+            sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def connect(endpoint: str, timeout_s: float) -> socket.socket:
+    """Connect to ``endpoint``, retrying until ``timeout_s`` while nobody listens yet.
+
+    Raises:
+        ConnectionError: Nothing listened at ``endpoint`` within ``timeout_s``.
+    """
+    import time
+
+    address = parse(endpoint)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(address)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError) as error:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise ConnectionError(
+                    f"no producer is listening at {endpoint} (waited {timeout_s:g} s)"
+                ) from error
+            time.sleep(0.05)
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in (b"Z", b"X")

@@ -1,0 +1,21 @@
+"""Exceptions raised by the shared loader."""
+
+from __future__ import annotations
+
+__all__ = ["LateJoinError", "ProducerGone", "ProtocolError", "SharingError"]
+
+
+class SharingError(RuntimeError):
+    """Base class of the shared loader's errors."""
+
+
+class ProtocolError(SharingError):
+    """A control message was malformed, unknown, oversized or out of order."""
+
+
+class ProducerGone(SharingError):
+    """The producer exited (or was killed) before the consumer's data ended."""
+
+
+class LateJoinError(SharingError):
+    """A consumer joined mid-epoch where the missed batches cannot be delivered."""

@@ -1,0 +1,341 @@
+"""`sharing`: a producer and real consumer processes over a local socket and shared memory."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import socket
+import struct
+import time
+
+import pytest
+import torch
+
+from echo.torch import Echo
+from sharing import Consumer, LateJoinError, Producer, ProducerGone
+
+pytestmark = pytest.mark.timeout(90)
+FORK = mp.get_context("fork")
+
+
+def id_batches(n_samples: int, batch_size: int, delay_s: float = 0.0):
+    """Batches of (sample ids, features); the last one is the short tail."""
+
+    class Source:
+        def __len__(self):
+            return -(-n_samples // batch_size)
+
+        def __iter__(self):
+            for start in range(0, n_samples, batch_size):
+                if delay_s:
+                    time.sleep(delay_s)
+                ids = torch.arange(start, min(start + batch_size, n_samples))
+                yield {"id": ids, "x": ids.float()[:, None].repeat(1, 3)}
+
+    return Source()
+
+
+def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s=0.0, **kw):
+    """Consumer process body: report (name, mode, [[ids of epoch]...], gaps between batches)."""
+    consumer = Consumer(endpoint, batch_size=batch_size, **kw)
+    epochs_ids, gaps, last = [], [], None
+    for _ in range(epochs):
+        ids = []
+        for batch in consumer:
+            now = time.monotonic()
+            if last is not None:
+                gaps.append(now - last)
+            last = now
+            assert torch.equal(batch["x"][:, 0].long(), batch["id"])  # data matches ids
+            ids.extend(batch["id"].tolist())
+            time.sleep(per_batch_s)
+        epochs_ids.append(ids)
+    results.put((name, consumer.mode, epochs_ids, gaps))
+    consumer.leave()
+
+
+def start(target, *args, **kwargs) -> mp.Process:
+    process = FORK.Process(target=target, args=args, kwargs=kwargs, daemon=True)
+    process.start()
+    return process
+
+
+def collect(results, count, timeout=30):
+    return sorted((results.get(timeout=timeout) for _ in range(count)), key=lambda r: str(r[0]))
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+@pytest.fixture
+def no_shm_left():
+    before = shm_entries()
+    yield
+    assert shm_entries() - before == set()
+
+
+@pytest.mark.parametrize("consumers", [1, 2, 4])
+def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, no_shm_left):
+    results = FORK.Queue()
+    with Producer(id_batches(203, 16), epochs=2, wait_for=consumers) as producer:
+        procs = [start(consume, producer.endpoint, results, 2, None, i) for i in range(consumers)]
+        producer.serve()
+        metrics = producer.metrics()
+        reports = collect(results, consumers)
+    for process in procs:
+        process.join(10)
+    for _, mode, epochs, _ in reports:
+        assert mode == "start"
+        assert [ids == list(range(203)) for ids in epochs] == [True, True]
+    assert metrics["batches_produced"] == 2 * 13
+    assert metrics["batches_served"] == consumers * 2 * 13
+
+
+def test_mixed_batch_sizes_slice_and_concatenate(no_shm_left):
+    results = FORK.Queue()
+    sizes = {"half": 8, "same": 16, "double": 32, "quarter": 4}
+    with Producer(id_batches(100, 16), epochs=1, wait_for=len(sizes)) as producer:
+        for name, size in sizes.items():
+            start(consume, producer.endpoint, results, 1, size, name)
+        producer.serve()
+        reports = collect(results, len(sizes))
+    for _, _, epochs, _ in reports:
+        assert epochs == [list(range(100))]
+
+
+def test_batch_size_that_neither_divides_nor_multiplies_is_refused_at_connect():
+    with Producer(id_batches(64, 16), epochs=1) as producer:
+        process = start(_connect_with_batch_size, producer.endpoint, 6)
+        ok = start(consume, producer.endpoint, FORK.Queue(), 1, 16, "ok")
+        producer.serve()
+        process.join(10)
+        ok.join(10)
+    assert process.exitcode == 3
+
+
+def _connect_with_batch_size(endpoint, size):
+    try:
+        Consumer(endpoint, batch_size=size)
+    except ValueError as error:
+        os._exit(3 if "batch_size=6" in str(error) and "16" in str(error) else 4)
+    os._exit(5)
+
+
+@pytest.mark.parametrize(("replay_batches", "mode"), [(None, "replay"), (0, "wrap")])
+def test_late_joiner_starts_at_once_and_sees_each_sample_once(replay_batches, mode):
+    results = FORK.Queue()
+    source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s an epoch
+    with Producer(source, epochs=2, replay_batches=replay_batches) as producer:
+        start(consume, producer.endpoint, results, 2, None, "early")
+        start(_join_late, producer.endpoint, results, 0.15)
+        producer.serve()
+        reports = dict((r[0], r) for r in collect(results, 2))
+    assert reports["early"][2] == [list(range(320))] * 2
+    _, late_mode, late_epochs, _ = reports["late"]
+    assert late_mode == mode
+    first = late_epochs[0]
+    assert sorted(first) == list(range(320))  # each sample exactly once in its first epoch
+    if mode == "replay":
+        assert first == list(range(320))  # and in the producer's order
+
+
+def _join_late(endpoint, results, after_s):
+    time.sleep(after_s)
+    consume(endpoint, results, 1, None, "late")
+
+
+def test_replay_only_join_is_refused_clearly_when_batches_are_gone():
+    source = id_batches(320, 16, delay_s=0.02)
+    with Producer(source, epochs=1, replay_batches=0) as producer:
+        start(consume, producer.endpoint, FORK.Queue(), 1, None, "early")
+        outcome = FORK.Queue()
+        start(_join_replay_only, producer.endpoint, outcome)
+        producer.serve()
+        assert outcome.get(timeout=10) == "LateJoinError"
+
+
+def _join_replay_only(endpoint, outcome):
+    time.sleep(0.15)
+    try:
+        Consumer(endpoint, late_join="replay")
+        outcome.put("joined")
+    except LateJoinError as error:
+        outcome.put("LateJoinError" if "replay" in str(error) else str(error))
+
+
+def _leave_after(endpoint, batches, how):
+    consumer = Consumer(endpoint)
+    for i, _ in enumerate(consumer):
+        if i + 1 == batches:
+            break
+    if how == "leave":
+        consumer.leave()
+        time.sleep(5)  # stays alive: the producer must not wait for it
+    else:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", ["leave", "sigkill"])
+def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
+    results = FORK.Queue()
+    source = id_batches(640, 16, delay_s=0.01)
+    with Producer(source, epochs=1, wait_for=2, max_lag=2) as producer:
+        start(consume, producer.endpoint, results, 1, None, "stays")
+        start(_leave_after, producer.endpoint, 5, how)
+        producer.serve()
+        (_, _, epochs, gaps) = results.get(timeout=30)
+        metrics = producer.metrics()
+    assert epochs == [list(range(640))]
+    assert max(gaps) < 1.0
+    assert metrics["consumers_" + ("left" if how == "leave" else "lost")] == 1
+
+
+def _produce(endpoint_queue, n_samples, delay_s):
+    producer = Producer(id_batches(n_samples, 16, delay_s=delay_s), epochs=1)
+    endpoint_queue.put(producer.endpoint)
+    producer.serve()
+    producer.close()
+
+
+def test_killed_producer_makes_consumers_raise_within_five_seconds(no_shm_left):
+    endpoints = FORK.Queue()
+    process = start(_produce, endpoints, 10_000, 0.05)
+    consumer = Consumer(endpoints.get(timeout=10))
+    received = 0
+    with pytest.raises(ProducerGone, match="producer"):
+        for _ in consumer:
+            received += 1
+            if received == 3:
+                killed_at = time.monotonic()
+                os.kill(process.pid, signal.SIGKILL)
+    assert time.monotonic() - killed_at < 5.0
+    process.join(5)
+
+
+def test_sigterm_ends_serving_and_removes_the_socket_file(tmp_path):
+    path = tmp_path / "producer.sock"
+    endpoints = FORK.Queue()
+    process = start(_produce_at, f"unix:{path}", endpoints)
+    endpoints.get(timeout=10)
+    consumer = Consumer(f"unix:{path}")
+    iterator = iter(consumer)
+    next(iterator)
+    assert path.exists() and (path.stat().st_mode & 0o077) == 0  # owner-only
+    os.kill(process.pid, signal.SIGTERM)
+    process.join(10)
+    assert process.exitcode == 0
+    assert not path.exists()
+    consumer.leave()
+
+
+def _produce_at(endpoint, endpoints):
+    with Producer(id_batches(100_000, 16, delay_s=0.01), endpoint=endpoint, epochs=1) as producer:
+        endpoints.put(producer.endpoint)
+        producer.serve()
+
+
+def _framed(text: str) -> bytes:
+    return struct.pack("!I", len(text)) + text.encode()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"GET / HTTP/1.1\r\n\r\n",
+        struct.pack("!I", 9) + b"not json!",
+        struct.pack("!I", 2**31) + b"x",
+        _framed('{"type":"pickle","data":"x"}'),
+        struct.pack("!I", 16) + b'{"type":"leave"}',
+        _framed('{"type":"hello","version":1,"batch_size":0,"late_join":"auto","pid":1}'),
+        _framed('{"type":"hello","version":1,"batch_size":null,"late_join":"auto"}'),
+        _framed('{"type":"release","seq":123456}'),
+    ],
+)
+def test_malformed_or_foreign_messages_are_rejected_and_serving_goes_on(garbage):
+    results = FORK.Queue()
+    with Producer(id_batches(160, 16, delay_s=0.01), epochs=1) as producer:
+        start(consume, producer.endpoint, results, 1, None, "honest")
+        start(_send_garbage, producer.endpoint, garbage)
+        producer.serve()
+        (_, _, epochs, _) = results.get(timeout=30)
+    assert epochs == [list(range(160))]
+
+
+def _send_garbage(endpoint, garbage):
+    time.sleep(0.05)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(b"\0" + endpoint.removeprefix("unix:@").encode())
+    sock.sendall(garbage)
+    time.sleep(1)
+    sock.close()
+
+
+def test_consumer_output_composes_with_batch_echo():
+    results = FORK.Queue()
+    with Producer(id_batches(64, 16), epochs=1) as producer:
+        start(_echo_consumer, producer.endpoint, results)
+        producer.serve()
+        ids, fresh, emitted = results.get(timeout=30)
+    assert sorted(ids) == sorted(list(range(64)) * 2)
+    assert (fresh, emitted) == (4, 8)
+
+
+def _echo_consumer(endpoint, results):
+    consumer = Consumer(endpoint)
+    stage = Echo(consumer, 2)
+    ids = [i for batch in stage for i in batch["id"].tolist()]
+    results.put((ids, stage.fresh, stage.emitted))
+
+
+def test_batches_are_read_only_views_unless_copied():
+    results = FORK.Queue()
+    with Producer(id_batches(32, 16), epochs=1, wait_for=2) as producer:
+        start(_check_copy, producer.endpoint, results, False)
+        start(_check_copy, producer.endpoint, results, True)
+        producer.serve()
+        outcomes = sorted(results.get(timeout=30) for _ in range(2))
+    assert outcomes == [(False, "read-only"), (True, "writable")]
+
+
+def _check_copy(endpoint, results, copy):
+    consumer = Consumer(endpoint, copy=copy)
+    batch = next(iter(consumer))
+    if copy:
+        batch["x"].add_(1)  # private: allowed
+        results.put((True, "writable"))
+    else:
+        view = memoryview(consumer._buffer)
+        results.put((False, "read-only" if view.readonly else "writable"))
+    consumer.leave()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"max_lag": 0}, "max_lag"),
+        ({"replay_batches": -1}, "replay_batches"),
+        ({"wait_for": 0}, "wait_for"),
+        ({"endpoint": "tcp://0.0.0.0:5555"}, "endpoint"),
+        ({"endpoint": "unix:relative.sock"}, "endpoint"),
+    ],
+)
+def test_bad_producer_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Producer([], **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"batch_size": 0}, "batch_size"), ({"late_join": "later"}, "late_join")],
+)
+def test_bad_consumer_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Consumer("unix:@nobody-listens-here", **kwargs)
+
+
+def test_no_producer_is_a_connection_error():
+    with pytest.raises(ConnectionError, match="no producer"):
+        Consumer("unix:@nobody-listens-here", connect_timeout_s=0.2)
