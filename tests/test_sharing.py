@@ -339,3 +339,40 @@ def test_bad_consumer_arguments(kwargs, name):
 def test_no_producer_is_a_connection_error():
     with pytest.raises(ConnectionError, match="no producer"):
         Consumer("unix:@nobody-listens-here", connect_timeout_s=0.2)
+
+
+def make_loader(samples: int = 48, batch_size: int = 16):
+    """A loader factory for the command-line test."""
+    return id_batches(samples, batch_size)
+
+
+def test_command_line_serves_a_loader_factory():
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable, "-m", "sharing", "serve", "--loader", "test_sharing:make_loader",
+        "--loader-kwargs", '{"samples": 40}', "--log-level", "WARNING",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        endpoint = process.stdout.readline().strip()
+        consumer = Consumer(endpoint)
+        ids = [i for batch in consumer for i in batch["id"].tolist()]
+        assert ids == list(range(40))
+        assert process.wait(timeout=20) == 0
+    finally:
+        process.kill()
+
+
+def test_command_line_rejects_a_bad_loader_with_a_one_line_error():
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "sharing", "serve", "--loader", "no_colon_here"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--loader must look like" in result.stderr
