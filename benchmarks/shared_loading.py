@@ -1,0 +1,312 @@
+"""Per-consumer throughput and total CPU of shared vs independent data loading.
+
+N training processes ("consumers") each need the same batches. Modes, run side by side:
+
+* ``own``: every consumer runs its own DataLoader (``--workers`` worker processes each);
+* ``shared``: one `sharing.Producer` runs one DataLoader (``--workers`` workers) and serves
+  every consumer through shared memory;
+* ``tensorsocket``: ``tensorsocket==0.0.5`` in the same role, bound to 127.0.0.1 (only when
+  ``--tensorsocket-path`` points at a folder where it is installed, see
+  ``benchmarks/install_tensorsocket.sh``).
+
+Workloads: ``images``: 64x3x224x224 uint8 batches from a cheap in-memory source (the cost is
+moving 9.6 MB per batch); ``cpu``: 64x3x32x32 float32 batches with about 2 ms of CPU work per
+sample (the cost is preparing data). Each consumer reads ``--batches`` batches and touches
+each; the step itself does no training, so the numbers are loader throughput. CPU seconds
+are those of every process of a trial (consumers, producer, all loader workers).
+
+    python -m benchmarks.shared_loading --out benchmarks/results/shared_loading.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import signal
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from benchmarks.common import machine_note, print_table, write_csv
+
+FORK = mp.get_context("fork")
+BATCH = 64
+
+
+class Images(Dataset):
+    """A cheap source of 3x224x224 uint8 images (already decoded, in memory)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.image = torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.image, index
+
+
+class CpuBound(Dataset):
+    """3x32x32 float32 samples that each take a fixed amount of CPU work (~2 ms)."""
+
+    def __init__(self, n: int, work: int) -> None:
+        self.n, self.work = n, work
+        self.image = torch.zeros(3, 32, 32)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        total = 0
+        for i in range(self.work):
+            total += i * i
+        return self.image + (total % 7), index
+
+
+def calibrate_work(target_s: float = 0.002) -> int:
+    """Loop iterations of `CpuBound` that take ``target_s`` of CPU on this machine."""
+    probe = CpuBound(1, 100_000)
+    start = time.process_time()
+    probe[0]
+    return max(1, round(100_000 * target_s / (time.process_time() - start)))
+
+
+def make_dataset(workload: str, batches: int, work: int) -> Dataset:
+    n = BATCH * batches
+    return Images(n) if workload == "images" else CpuBound(n, work)
+
+
+def make_loader(dataset: Dataset, workers: int) -> DataLoader:
+    return DataLoader(dataset, batch_size=BATCH, num_workers=workers, shuffle=False)
+
+
+def _measure(batches, count: int, report, name: str) -> None:
+    """Consume ``count`` batches, touching each; report (name, received, seconds)."""
+    first = last = None
+    received = 0
+    for batch in batches:
+        images = batch[0] if isinstance(batch, (tuple, list)) else batch
+        images.reshape(-1)[0].item()  # touch the data
+        last = time.perf_counter()
+        first = first or last
+        received += 1
+        if received == count:
+            break
+    report.put((name, received, (last - first) if received > 1 else float("nan")))
+
+
+# ---------------------------------------------------------------- one process per role
+
+
+def own_consumer(dataset, workers, count, report, name):
+    _measure(make_loader(dataset, workers), count, report, name)
+
+
+def shared_producer(dataset, workers, endpoint, consumers):
+    from sharing import Producer
+
+    with Producer(
+        make_loader(dataset, workers), endpoint=endpoint, epochs=1, wait_for=consumers
+    ) as producer:
+        producer.serve()
+
+
+def shared_consumer(endpoint, count, report, name):
+    from sharing import Consumer
+
+    with Consumer(endpoint, connect_timeout_s=30) as consumer:
+        _measure(consumer, count, report, name)
+
+
+def ts_producer(path, dataset, workers, ports):
+    sys.path.insert(0, path)
+    import tensorsocket.producer as tsp
+
+    tsp.LOCALHOST = "tcp://127.0.0.1"  # its default binds every interface
+    producer = tsp.TensorProducer(
+        make_loader(dataset, workers), port=ports[0], ack_port=ports[1],
+        heart_ports=(ports[2], ports[3]),
+    )  # fmt: skip
+    while True:
+        for _ in producer:
+            pass
+
+
+def ts_consumer(path, ports, count, report, name):
+    sys.path.insert(0, path)
+    import tensorsocket.consumer as tsc
+
+    tsc.LOCALHOST = "tcp://127.0.0.1"
+    consumer = tsc.TensorConsumer(
+        port=ports[0], ack_port=ports[1], heart_ports=(ports[2], ports[3]), batch_size=BATCH
+    )
+
+    def batches():
+        while True:
+            yield from consumer
+
+    _measure(batches(), count, report, name)
+    report.close()
+    report.join_thread()  # flush the report before leaving
+    os._exit(0)  # its background threads never end
+
+
+# ---------------------------------------------------------------- trials
+
+
+def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> None:
+    """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable."""
+    dataset = make_dataset(workload, args.batches + 8, work)
+    helpers: list[mp.Process] = []
+    if mode == "own":
+        targets = [
+            (own_consumer, (dataset, args.workers, args.batches, report, i))
+            for i in range(consumers)
+        ]
+    elif mode == "shared":
+        endpoint = f"unix:@bench-{os.getpid()}"
+        helpers.append(
+            FORK.Process(target=shared_producer, args=(dataset, args.workers, endpoint, consumers))
+        )
+        targets = [(shared_consumer, (endpoint, args.batches, report, i)) for i in range(consumers)]
+    else:
+        base = 20000 + (os.getpid() % 1000) * 4
+        ports = (base, base + 1, base + 2, base + 3)
+        helpers.append(
+            FORK.Process(
+                target=ts_producer, args=(args.tensorsocket_path, dataset, args.workers, ports)
+            )
+        )
+        targets = [
+            (ts_consumer, (args.tensorsocket_path, ports, args.batches, report, i))
+            for i in range(consumers)
+        ]
+    for helper in helpers:
+        helper.start()
+    processes = [FORK.Process(target=t, args=a) for t, a in targets]
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + args.trial_timeout
+    for process in processes:
+        process.join(max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for helper in helpers:
+        helper.join(5)
+        if helper.is_alive():
+            os.kill(helper.pid, signal.SIGKILL)
+            helper.join()
+
+
+def run_trial(mode, workload, consumers, args, work) -> dict:
+    report = FORK.Queue()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = FORK.Process(target=trial, args=(mode, workload, consumers, args, work, report))
+    process.start()
+    process.join()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    results = []
+    while not report.empty() or len(results) < consumers:
+        try:
+            results.append(report.get(timeout=1))
+        except Exception:
+            break
+    rates = [(received - 1) / seconds for _, received, seconds in results if received > 1]
+    received = sum(r for _, r, _ in results)
+    return {
+        "workload": workload,
+        "mode": mode,
+        "consumers": consumers,
+        "workers": args.workers,
+        "batches_per_consumer": args.batches,
+        "consumers_finished": sum(r == args.batches for _, r, _ in results),
+        "per_consumer_batches_per_s": sum(rates) / len(rates) if rates else 0.0,
+        "slowest_consumer_batches_per_s": min(rates) if len(rates) == consumers else 0.0,
+        "aggregate_batches_per_s": sum(rates),
+        "cpu_s": cpu,
+        "cpu_ms_per_batch_received": 1000 * cpu / received if received else float("nan"),
+        "wall_s": wall,
+        "machine": machine_note(),
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    parser.add_argument("--consumers", type=int, nargs="+", default=[1, 2, 4], help="N (1 2 4)")
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        default=["images", "cpu"],
+        choices=["images", "cpu"],
+        help="workloads (images cpu)",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["own", "shared", "tensorsocket"],
+        choices=["own", "shared", "tensorsocket"],
+        help="modes to compare",
+    )
+    parser.add_argument("--batches", type=int, default=60, help="batches per consumer (60)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
+    parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
+    parser.add_argument("--trial-timeout", type=float, default=120.0, help="seconds (120)")
+    args = parser.parse_args(argv)
+    modes = list(args.modes)
+    if "tensorsocket" in modes and not args.tensorsocket_path:
+        print(
+            "skipping tensorsocket: pass --tensorsocket-path (benchmarks/install_tensorsocket.sh)"
+        )
+        modes.remove("tensorsocket")
+    torch.set_num_threads(1)
+    work = calibrate_work()
+    rows = []
+    for workload in args.workloads:
+        for consumers in args.consumers:
+            for mode in modes:
+                row = run_trial(mode, workload, consumers, args, work)
+                rows.append(row)
+                print(
+                    f"{workload:<7} {mode:<13} N={consumers} "
+                    f"{row['per_consumer_batches_per_s']:8.1f} batches/s per consumer, "
+                    f"{row['consumers_finished']}/{consumers} finished, cpu {row['cpu_s']:.1f} s",
+                    flush=True,
+                )
+    own = {(r["workload"], r["consumers"]): r for r in rows if r["mode"] == "own"}
+    for row in rows:
+        base = own.get((row["workload"], row["consumers"]))
+        for key in ("per_consumer_batches_per_s", "aggregate_batches_per_s"):
+            value = row[key] / base[key] if base and base[key] else float("nan")
+            row[f"{key.removesuffix('_batches_per_s')}_vs_own"] = value
+    write_csv(rows, args.out)
+    print()
+    print_table(
+        rows,
+        [
+            "workload",
+            "mode",
+            "consumers",
+            "per_consumer_batches_per_s",
+            "per_consumer_vs_own",
+            "aggregate_vs_own",
+            "cpu_s",
+            "cpu_ms_per_batch_received",
+            "consumers_finished",
+        ],
+    )
+    print(f"wrote {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
