@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
-import socket
-from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,22 +12,21 @@ import torch
 from sharing import endpoint as endpoints
 from sharing import protocol
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
-from sharing.layout import first_dim, unpack
+from sharing.layout import first_dim, map_storages, rebuild
+from sharing.producer import LATE_JOIN_MODES
 
 __all__ = ["Consumer"]
 
 _POLL_S = 0.25
-_LATE_JOIN = ("auto", "replay", "next_epoch")
 
 
 class Consumer:
     """Receive a producer's batches; each ``for`` loop over the consumer is one epoch.
 
-    Batches are zero-copy views of the producer's shared memory, mapped read-only: a batch
-    stays valid until the loop asks for the next one (it is then handed back to the producer
-    for reuse). Keep a tensor longer with ``.clone()``, or pass ``copy=True``. Modifying a
-    received tensor in place is not possible (it would change every consumer's data); with
-    ``copy=True`` the batch is private and writable.
+    Batches are zero-copy, copy-on-write views of the producer's shared memory: reading costs
+    no copy, and modifying a batch in place changes only this consumer's pages. A batch's
+    memory is never reused while this process holds it, so tensors may be kept as long as
+    needed; the producer is told the batch is done when the loop asks for the next one.
 
     Args:
         endpoint: The producer's endpoint (``Producer.endpoint``).
@@ -42,7 +38,6 @@ class Consumer:
             batches when the producer still holds them, else start at once with a first
             epoch that wraps into the producer's next epoch. "replay": replay or raise
             `LateJoinError`. "next_epoch": wait for the next epoch.
-        copy: Give private, writable copies and release shared memory at once. Default False.
         connect_timeout_s: How long to wait for the producer's socket. Default 10.
         timeout_s: Raise `TimeoutError` if no message arrives for this long while the
             producer is alive. Default None: wait (a dead producer is detected in < 1 s).
@@ -50,7 +45,7 @@ class Consumer:
     Attributes:
         consumer_id: Id the producer gave this consumer.
         mode: How it joined: "start", "replay", "wrap" or "next_epoch".
-        epoch: Producer epoch of the next batch.
+        epoch: Producer epoch of the latest batch.
 
     Raises:
         ValueError: A bad argument, also one the producer rejects (e.g. ``batch_size``).
@@ -65,7 +60,6 @@ class Consumer:
         *,
         batch_size: int | None = None,
         late_join: str = "auto",
-        copy: bool = False,
         connect_timeout_s: float = 10.0,
         timeout_s: float | None = None,
     ) -> None:
@@ -73,13 +67,10 @@ class Consumer:
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
             raise ValueError(f"batch_size must be None or an integer >= 1, got {batch_size!r}")
-        if late_join not in _LATE_JOIN:
-            raise ValueError(f"late_join={late_join!r}; valid: {list(_LATE_JOIN)}")
+        if late_join not in LATE_JOIN_MODES:
+            raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
         endpoints.parse(endpoint)
-        self.endpoint, self.batch_size, self.copy = endpoint, batch_size, bool(copy)
-        self.timeout_s = timeout_s
-        self._messages: deque[dict] = deque()
-        self._reader = protocol.FrameReader()
+        self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self._ended = False
         self._closed = True  # until connected
         self._held: set[int] = set()
@@ -93,13 +84,10 @@ class Consumer:
                 self._sock, "hello", version=protocol.PROTOCOL_VERSION, batch_size=batch_size,
                 late_join=late_join, pid=os.getpid(),
             )  # fmt: skip
-            welcome, fd = self._receive_welcome()
-            try:
-                self._buffer = mmap.mmap(
-                    fd, welcome["slot_bytes"] * welcome["slots"], prot=mmap.PROT_READ
-                )
-            finally:
-                os.close(fd)
+            self._sock.settimeout(_POLL_S)
+            welcome = self._next_message(wait_s=30.0)
+            if welcome["type"] != "welcome":
+                raise ProtocolError(f"expected a welcome, got {welcome['type']!r}")
         except BaseException:
             self._sock.close()
             self._closed = True
@@ -107,42 +95,19 @@ class Consumer:
         self.consumer_id = welcome["consumer_id"]
         self.mode = welcome["mode"]
         self.epoch = welcome["epoch"]
-        self._slot_bytes = welcome["slot_bytes"]
         self._batches_per_epoch = welcome["batches_per_epoch"]
         self._producer_batch_size: int | None = None
-        self._sock.settimeout(_POLL_S)
 
     # ------------------------------------------------------------------ connection
 
-    def _receive_welcome(self) -> tuple[dict, int]:
-        self._sock.settimeout(30.0)
-        data, fds, _, _ = socket.recv_fds(self._sock, 65536, 1)
-        if not data:
-            raise ConnectionError(f"the producer at {self.endpoint} closed the connection")
-        messages = self._reader.feed(data)
-        while not messages:
-            more = self._sock.recv(65536)
-            if not more:
-                raise ConnectionError(f"the producer at {self.endpoint} closed the connection")
-            messages = self._reader.feed(more)
-        first = messages[0]
-        self._messages.extend(messages[1:])
-        if first["type"] == "error":
-            for fd in fds:
-                os.close(fd)
-            raise _refusal_error(first)
-        if first["type"] != "welcome" or len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            raise ProtocolError(f"expected a welcome with the ring's descriptor, got {first}")
-        return first, fds[0]
-
-    def _next_message(self) -> dict:
-        """The next message, waiting while the producer lives."""
+    def _next_message(self, wait_s: float | None = None) -> dict:
+        """The next message (with a batch's storages mapped), waiting while the producer
+        lives; ``wait_s`` overrides ``timeout_s``."""
+        limit = self.timeout_s if wait_s is None else wait_s
         waited = 0.0
-        while not self._messages:
+        while True:
             try:
-                data = self._sock.recv(65536)
+                message, fds = protocol.recv(self._sock)
             except TimeoutError:
                 waited += _POLL_S
                 if not endpoints.pid_alive(self._producer_pid):
@@ -150,23 +115,26 @@ class Consumer:
                         f"the producer (pid {self._producer_pid}) at {self.endpoint} exited "
                         "before the end of its stream"
                     ) from None
-                if self.timeout_s is not None and waited >= self.timeout_s:
+                if limit is not None and waited >= limit:
                     raise TimeoutError(
-                        f"no batch from the producer at {self.endpoint} for {waited:.1f} s"
+                        f"no message from the producer at {self.endpoint} for {waited:.1f} s"
                     ) from None
                 continue
             except OSError:
-                data = b""
-            if not data:
+                message, fds = None, []
+            if message is None:
                 raise ProducerGone(
                     f"the producer (pid {self._producer_pid}) at {self.endpoint} closed the "
                     "connection before the end of its stream"
                 )
-            self._messages.extend(self._reader.feed(data))
-        message = self._messages.popleft()
-        if message["type"] == "error":
-            raise _refusal_error(message)
-        return message
+            if message["type"] == "error":
+                raise _refusal_error(message)
+            if message["type"] == "batch":
+                message["maps"] = map_storages(fds)
+            else:
+                for fd in fds:
+                    os.close(fd)
+            return message
 
     def _release(self, seq: int) -> None:
         self._held.discard(seq)
@@ -196,13 +164,11 @@ class Consumer:
                 return
             if kind == "end_epoch":
                 if self.mode != "wrap":
-                    self.epoch = message["epoch"] + 1
                     return
                 continue
             if kind != "batch":
                 raise ProtocolError(f"unexpected {kind!r} message while iterating")
-            low = message["slot"] * self._slot_bytes
-            batch = unpack(message["layout"], self._buffer, low, low + self._slot_bytes)
+            batch = rebuild(message["layout"], message["maps"])
             self._held.add(message["seq"])
             if self._producer_batch_size is None:
                 self._producer_batch_size = first_dim(batch)
@@ -218,22 +184,14 @@ class Consumer:
         stream = self._producer_batches()
         try:
             if self.batch_size is None:
-                yield from self._as_is(stream)
+                for seq, batch in stream:
+                    yield batch
+                    self._release(seq)
             else:
                 yield from self._resized(stream)
         finally:
             stream.close()
             for seq in list(self._held):
-                self._release(seq)
-
-    def _as_is(self, stream: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        for seq, batch in stream:
-            if self.copy:
-                batch = _map_tensors(batch, torch.clone)
-                self._release(seq)
-                yield batch
-            else:
-                yield batch
                 self._release(seq)
 
     def _resized(self, stream: Iterator[tuple[int, Any]]) -> Iterator[Any]:
@@ -245,14 +203,12 @@ class Consumer:
             rows = first_dim(batch) or 0
             if size <= (self._producer_batch_size or rows):
                 for start in range(0, rows, size):
-                    piece = _map_tensors(batch, lambda t, s=start: t[s : s + size])
-                    yield _map_tensors(piece, torch.clone) if self.copy else piece
+                    yield _map_tensors(batch, lambda t, s=start: t[s : s + size])
                 self._release(seq)
                 continue
-            # Copy and hand back at once: holding several batches could exceed max_lag.
-            pending.append(_map_tensors(batch, torch.clone))
-            self._release(seq)
+            pending.append(batch)
             pending_rows += rows
+            self._release(seq)  # the views stay valid; the producer need not wait
             if pending_rows >= size:
                 yield _concat(pending)
                 pending, pending_rows = [], 0
@@ -266,11 +222,9 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.settimeout(1.0)
             protocol.send(self._sock, "leave")
-        except OSError:
-            pass
         self._sock.close()
 
     close = leave

@@ -42,7 +42,7 @@ def parse(endpoint: str) -> str | bytes:
 def listen(endpoint: str, backlog: int = 64) -> socket.socket:
     """A non-blocking listening socket at ``endpoint`` (a socket file is made owner-only)."""
     address = parse(endpoint)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         if isinstance(address, str):
             old_umask = os.umask(0o177)
@@ -71,7 +71,7 @@ def connect(endpoint: str, timeout_s: float) -> socket.socket:
     address = parse(endpoint)
     deadline = time.monotonic() + timeout_s
     while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             sock.connect(address)
             return sock

@@ -1,25 +1,36 @@
-"""The control channel's messages: length-prefixed JSON objects, checked against a schema.
+"""The control channel's messages: one JSON object per SOCK_SEQPACKET record, checked
+against a schema.
 
-Nothing but these small messages crosses the socket (the batch data lives in shared memory,
-whose descriptor is passed once with SCM_RIGHTS); nothing is unpickled. Each message is a JSON
-object with a ``type`` and exactly the fields its schema lists, of the listed types; anything
-else is a `ProtocolError`.
+Nothing but these small messages crosses the socket: batch data stays in shared memory, whose
+descriptors ride along with a batch message (SCM_RIGHTS); nothing is unpickled. Each message
+is a JSON object with a ``type`` and exactly the fields its schema lists, of the listed types;
+anything else is a `ProtocolError`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
-import struct
 from typing import Any
 
 from sharing.errors import ProtocolError
 
-__all__ = ["MAX_MESSAGE_BYTES", "PROTOCOL_VERSION", "SCHEMAS", "decode", "encode", "recv", "send"]
+__all__ = [
+    "MAX_DESCRIPTORS",
+    "MAX_MESSAGE_BYTES",
+    "PROTOCOL_VERSION",
+    "SCHEMAS",
+    "check",
+    "decode",
+    "encode",
+    "recv",
+    "send",
+]
 
 PROTOCOL_VERSION = 1
-MAX_MESSAGE_BYTES = 1 << 20
-_HEADER = struct.Struct("!I")
+MAX_MESSAGE_BYTES = 64 << 10
+MAX_DESCRIPTORS = 253  # the kernel's limit per message (SCM_MAX_FD)
 
 _INT = (int,)
 _OPT_INT = (int, type(None))
@@ -35,14 +46,12 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "welcome": {
         "version": _INT,
         "consumer_id": _INT,
-        "slot_bytes": _INT,
-        "slots": _INT,
         "batches_per_epoch": _OPT_INT,
         "epoch": _INT,
         "start_index": _INT,
         "mode": _STR,
     },
-    "batch": {"seq": _INT, "epoch": _INT, "index": _INT, "slot": _INT, "layout": (dict,)},
+    "batch": {"seq": _INT, "epoch": _INT, "index": _INT, "layout": (dict,)},
     "end_epoch": {"epoch": _INT, "batches": _INT},
     "end": {},
     "error": {"code": _STR, "reason": _STR},
@@ -74,15 +83,15 @@ def check(message: object) -> dict[str, Any]:
 
 
 def encode(kind: str, **fields: Any) -> bytes:
-    """A framed message of type ``kind`` (checked before it is sent)."""
+    """One message of type ``kind`` (checked before it is sent)."""
     body = json.dumps(check({"type": kind, **fields}), separators=(",", ":")).encode()
     if len(body) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
-    return _HEADER.pack(len(body)) + body
+    return body
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """Parse and check one message body (without its length header)."""
+    """Parse and check one message."""
     try:
         message = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -90,61 +99,29 @@ def decode(body: bytes) -> dict[str, Any]:
     return check(message)
 
 
-def send(sock: socket.socket, kind: str, **fields: Any) -> None:
-    """Send one message on a blocking socket."""
-    sock.sendall(encode(kind, **fields))
+def send(sock: socket.socket, kind: str, fds: list[int] = (), **fields: Any) -> None:  # type: ignore[assignment]
+    """Send one message (and descriptors) on a blocking SOCK_SEQPACKET socket."""
+    body = encode(kind, **fields)
+    if fds:
+        socket.send_fds(sock, [body], list(fds))
+    else:
+        sock.send(body)
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = sock.recv(remaining)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def recv(sock: socket.socket) -> dict[str, Any] | None:
-    """Receive one message from a blocking socket; None when the peer closed the connection.
+def recv(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """Receive one message and the descriptors sent with it; (None, []) when the peer closed.
 
     Raises:
-        ProtocolError: The message is oversized or malformed.
+        ProtocolError: The message is oversized or malformed (its descriptors are closed).
     """
-    header = _recv_exactly(sock, _HEADER.size)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
-    body = _recv_exactly(sock, size)
-    if body is None:
-        return None
-    return decode(body)
-
-
-class FrameReader:
-    """Incremental framing for a non-blocking socket: feed bytes, take whole messages."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
-        """Add received bytes; return the complete messages they finish.
-
-        Raises:
-            ProtocolError: A message is oversized or malformed.
-        """
-        self._buffer += data
-        messages = []
-        while len(self._buffer) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(self._buffer)
-            if size > MAX_MESSAGE_BYTES:
-                raise ProtocolError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
-            end = _HEADER.size + size
-            if len(self._buffer) < end:
-                break
-            messages.append(decode(bytes(self._buffer[_HEADER.size : end])))
-            del self._buffer[:end]
-        return messages
+    body, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES + 1, MAX_DESCRIPTORS)
+    if not body and not fds:
+        return None, []
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(body) > MAX_MESSAGE_BYTES:
+            raise ProtocolError(f"message over {MAX_MESSAGE_BYTES} bytes or too many descriptors")
+        return decode(body), fds
+    except ProtocolError:
+        for fd in fds:
+            os.close(fd)
+        raise
