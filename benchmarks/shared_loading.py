@@ -11,8 +11,9 @@ N training processes ("consumers") each need the same batches. Modes, run side b
 
 Workloads: ``images``: 64x3x224x224 uint8 batches from a cheap in-memory source (the cost is
 moving 9.6 MB per batch); ``cpu``: 64x3x32x32 float32 batches with about 2 ms of CPU work per
-sample (the cost is preparing data). Each consumer reads ``--batches`` batches and touches
-each; the step itself does no training, so the numbers are loader throughput. CPU seconds
+sample (the cost is preparing data). Each consumer reads ``--batches`` batches (tensorsocket:
+``--ts-batches``, it is slow) and reads one value per 4 KiB page of each, so every page is
+mapped in; the step does no training, so the numbers are loader throughput. CPU seconds
 are those of every process of a trial (consumers, producer, all loader workers).
 
     python -m benchmarks.shared_loading --out benchmarks/results/shared_loading.csv
@@ -91,7 +92,7 @@ def _measure(batches, count: int, report, name: str) -> None:
     received = 0
     for batch in batches:
         images = batch[0] if isinstance(batch, (tuple, list)) else batch
-        images.reshape(-1)[0].item()  # touch the data
+        images.reshape(-1)[::4096].sum().item()  # read one value per 4 KiB page
         last = time.perf_counter()
         first = first or last
         received += 1
@@ -161,12 +162,12 @@ def ts_consumer(path, ports, count, report, name):
 
 def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> None:
     """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable."""
-    dataset = make_dataset(workload, args.batches + 8, work)
+    count = args.ts_batches if mode == "tensorsocket" else args.batches
+    dataset = make_dataset(workload, count + 8, work)
     helpers: list[mp.Process] = []
     if mode == "own":
         targets = [
-            (own_consumer, (dataset, args.workers, args.batches, report, i))
-            for i in range(consumers)
+            (own_consumer, (dataset, args.workers, count, report, i)) for i in range(consumers)
         ]
     elif mode == "shared":
         endpoint = f"unix:@bench-{os.getpid()}"
@@ -183,7 +184,7 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             )
         )
         targets = [
-            (ts_consumer, (args.tensorsocket_path, ports, args.batches, report, i))
+            (ts_consumer, (args.tensorsocket_path, ports, count, report, i))
             for i in range(consumers)
         ]
     for helper in helpers:
@@ -214,6 +215,7 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    count = args.ts_batches if mode == "tensorsocket" else args.batches
     results = []
     while not report.empty() or len(results) < consumers:
         try:
@@ -227,8 +229,8 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
         "mode": mode,
         "consumers": consumers,
         "workers": args.workers,
-        "batches_per_consumer": args.batches,
-        "consumers_finished": sum(r == args.batches for _, r, _ in results),
+        "batches_per_consumer": count,
+        "consumers_finished": sum(r == count for _, r, _ in results),
         "per_consumer_batches_per_s": sum(rates) / len(rates) if rates else 0.0,
         "slowest_consumer_batches_per_s": min(rates) if len(rates) == consumers else 0.0,
         "aggregate_batches_per_s": sum(rates),
@@ -257,7 +259,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         choices=["own", "shared", "tensorsocket"],
         help="modes to compare",
     )
-    parser.add_argument("--batches", type=int, default=60, help="batches per consumer (60)")
+    parser.add_argument("--batches", type=int, default=100, help="batches per consumer (100)")
+    parser.add_argument("--ts-batches", type=int, default=20, help="for tensorsocket (20)")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
     parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
     parser.add_argument("--trial-timeout", type=float, default=120.0, help="seconds (120)")

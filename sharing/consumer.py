@@ -12,7 +12,7 @@ import torch
 from sharing import endpoint as endpoints
 from sharing import protocol
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
-from sharing.layout import first_dim, map_storages, rebuild
+from sharing.layout import first_dim, map_storages, map_tensors, rebuild
 from sharing.producer import LATE_JOIN_MODES
 
 __all__ = ["Consumer"]
@@ -203,7 +203,7 @@ class Consumer:
             rows = first_dim(batch) or 0
             if size <= (self._producer_batch_size or rows):
                 for start in range(0, rows, size):
-                    yield _map_tensors(batch, lambda t, s=start: t[s : s + size])
+                    yield map_tensors(batch, lambda t, s=start: t[s : s + size])
                 self._release(seq)
                 continue
             pending.append(batch)
@@ -247,16 +247,6 @@ def _refusal_error(message: dict) -> Exception:
     if code == "late_join":
         return LateJoinError(reason)
     return SharingError(reason)
-
-
-def _map_tensors(batch: Any, fn) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return fn(batch) if batch.dim() else batch
-    if isinstance(batch, dict):
-        return {key: _map_tensors(value, fn) for key, value in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_map_tensors(value, fn) for value in batch)
-    return batch
 
 
 def _concat(batches: list[Any]) -> Any:

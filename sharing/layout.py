@@ -2,16 +2,21 @@
 that hold its tensors, and rebuilding it from those storages as zero-copy views.
 
 A layout is JSON: ``{"t": "tensor", "dtype", "shape", "storage", "offset"}`` (``storage``
-indexes the descriptors sent with the message, ``offset`` is in bytes),
-``{"t": "tuple" | "list", "items": [...]}``, ``{"t": "dict", "items": [[key, layout], ...]}``
-or ``{"t": "value", "v": json}`` for plain numbers, strings, booleans and None.
+indexes the descriptors sent with the message, -1 for an empty tensor; ``offset`` is in
+bytes),
+``{"t": "cuda_tensor", "dtype", "shape", "offset", "ipc": {...}}`` (a CUDA IPC handle;
+``offset`` in elements), ``{"t": "tuple" | "list", "items": [...]}``,
+``{"t": "dict", "items": [[key, layout], ...]}`` or ``{"t": "value", "v": json}`` for plain
+numbers, strings, booleans and None.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import mmap
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,7 +24,7 @@ import torch
 
 from sharing.errors import ProtocolError
 
-__all__ = ["MAX_STORAGES", "describe", "first_dim", "map_storages", "rebuild"]
+__all__ = ["MAX_STORAGES", "describe", "first_dim", "map_storages", "map_tensors", "rebuild"]
 
 MAX_STORAGES = 250  # descriptors per message (the kernel allows 253)
 
@@ -38,6 +43,17 @@ def _as_tensor(value: Any) -> torch.Tensor | None:
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
     return None
+
+
+def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``batch`` with ``fn`` applied to every tensor of dimension >= 1."""
+    if isinstance(batch, torch.Tensor):
+        return fn(batch) if batch.dim() else batch
+    if isinstance(batch, dict):
+        return {key: map_tensors(value, fn) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(map_tensors(value, fn) for value in batch)
+    return batch
 
 
 def first_dim(batch: Any) -> int | None:
@@ -62,16 +78,15 @@ class _Storages:
         self._index: dict[int, int] = {}
 
     def index_of(self, tensor: torch.Tensor) -> int:
-        storage = tensor.untyped_storage()
-        key = storage.data_ptr()
-        if key not in self._index:
-            # A DataLoader worker's batch is already in shared memory: this only reads its
-            # descriptor. Anything else is moved there (one copy).
-            fd, _ = storage._share_fd_cpu_()
-            self._index[key] = len(self.fds)
+        # A DataLoader worker's batch is already in shared memory: this only reads its
+        # descriptor. Anything else is moved there once (a copy); a storage shared by several
+        # tensors has one descriptor, so it is sent once.
+        fd, _ = tensor.untyped_storage()._share_fd_cpu_()
+        if fd not in self._index:
+            self._index[fd] = len(self.fds)
             self.fds.append(fd)
             self.keep.append(tensor)
-        return self._index[key]
+        return self._index[fd]
 
 
 def describe(batch: Any) -> tuple[dict, list[int], list[torch.Tensor]]:
@@ -92,15 +107,24 @@ def _describe(batch: Any, storages: _Storages) -> dict:
     tensor = _as_tensor(batch)
     if tensor is not None:
         name = str(tensor.dtype).removeprefix("torch.")
-        if name not in _DTYPES or tensor.device.type != "cpu":
-            raise TypeError(f"cannot share a {tensor.dtype} tensor on {tensor.device}")
+        if (
+            name not in _DTYPES
+            or tensor.layout != torch.strided
+            or tensor.device.type not in ("cpu", "cuda")
+        ):
+            raise TypeError(
+                f"cannot share a {tensor.layout} {tensor.dtype} tensor on {tensor.device}"
+            )
         if not tensor.is_contiguous():
             tensor = tensor.contiguous()
+        if tensor.device.type == "cuda":
+            storages.keep.append(tensor)
+            return _describe_cuda(tensor, name)
         return {
             "t": "tensor",
             "dtype": name,
             "shape": list(tensor.shape),
-            "storage": storages.index_of(tensor),
+            "storage": storages.index_of(tensor) if tensor.numel() else -1,
             "offset": tensor.storage_offset() * tensor.element_size(),
         }
     if isinstance(batch, dict):
@@ -118,6 +142,67 @@ def _describe(batch: Any, storages: _Storages) -> dict:
         f"cannot share a batch leaf of type {type(batch).__name__}; use tensors, numpy "
         "arrays, numbers, strings, or tuples/lists/dicts of them"
     )
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: object, name: str) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ProtocolError(f"bad CUDA IPC field {name!r}")
+    return base64.b64decode(text)
+
+
+def _describe_cuda(tensor: torch.Tensor, name: str) -> dict:
+    """A CUDA tensor's IPC handle, as torch.multiprocessing shares it (no pickle)."""
+    from torch.multiprocessing.reductions import StorageWeakRef, shared_cache
+
+    storage = tensor._typed_storage()
+    (device, handle, size, offset, ref_handle, ref_offset, event, sync) = storage._share_cuda_()
+    shared_cache[handle] = StorageWeakRef(storage)  # torch's own bookkeeping for senders
+    return {
+        "t": "cuda_tensor",
+        "dtype": name,
+        "shape": list(tensor.shape),
+        "offset": tensor.storage_offset(),
+        "ipc": {
+            "device": device,
+            "handle": _b64(handle),
+            "size": size,
+            "storage_offset": offset,
+            "ref_counter_handle": _b64(ref_handle),
+            "ref_counter_offset": ref_offset,
+            "event_handle": _b64(event),
+            "event_sync_required": bool(sync),
+        },
+    }
+
+
+def _rebuild_cuda_tensor(layout: dict) -> torch.Tensor:
+    """Open a CUDA IPC handle the way torch.multiprocessing does (cached per handle)."""
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+    dtype = _DTYPES.get(layout.get("dtype"))
+    shape, offset, ipc = layout.get("shape"), layout.get("offset"), layout.get("ipc")
+    if (
+        dtype is None
+        or not isinstance(shape, list)
+        or not all(isinstance(s, int) and s >= 0 for s in shape)
+        or not isinstance(offset, int)
+        or not isinstance(ipc, dict)
+    ):
+        raise ProtocolError(f"bad CUDA tensor layout {layout!r}")
+    stride = torch.empty(shape, device="meta").stride()
+    return rebuild_cuda_tensor(
+        torch.Tensor, torch.Size(shape), stride, offset, torch.storage.TypedStorage, dtype,
+        ipc.get("device"), _unb64(ipc.get("handle"), "handle"), ipc.get("size"),
+        ipc.get("storage_offset"), False, _unb64(ipc.get("ref_counter_handle"), "ref"),
+        ipc.get("ref_counter_offset"), _unb64(ipc.get("event_handle"), "event"),
+        bool(ipc.get("event_sync_required")),
+    )  # fmt: skip
 
 
 def map_storages(fds: list[int]) -> list[mmap.mmap | None]:
@@ -144,6 +229,8 @@ def rebuild(layout: Any, maps: list[mmap.mmap | None]) -> Any:
     kind = layout.get("t")
     if kind == "tensor":
         return _rebuild_tensor(layout, maps)
+    if kind == "cuda_tensor":
+        return _rebuild_cuda_tensor(layout)
     items = layout.get("items")
     if kind in ("tuple", "list") and isinstance(items, list):
         values = [rebuild(item, maps) for item in items]
@@ -165,7 +252,6 @@ def _rebuild_tensor(layout: dict, maps: list[mmap.mmap | None]) -> torch.Tensor:
         or not isinstance(shape, list)
         or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
         or not isinstance(index, int)
-        or not 0 <= index < len(maps)
         or not isinstance(offset, int)
         or offset < 0
     ):
@@ -173,6 +259,8 @@ def _rebuild_tensor(layout: dict, maps: list[mmap.mmap | None]) -> torch.Tensor:
     count = math.prod(shape)
     if count == 0:
         return torch.empty(shape, dtype=dtype)
+    if not 0 <= index < len(maps):
+        raise ProtocolError(f"tensor layout {layout!r} names no received storage")
     buffer = maps[index]
     nbytes = count * torch.empty((), dtype=dtype).element_size()
     if buffer is None or offset + nbytes > len(buffer):

@@ -21,7 +21,7 @@ import torch
 from sharing import endpoint as endpoints
 from sharing import protocol
 from sharing.errors import ProtocolError
-from sharing.layout import describe, first_dim
+from sharing.layout import describe, first_dim, map_tensors
 
 __all__ = ["LATE_JOIN_MODES", "Producer"]
 
@@ -92,6 +92,9 @@ class Producer:
             as many as fit in ``replay_bytes`` (and no more than one epoch).
         replay_bytes: Memory budget for replay when ``replay_batches`` is None. Default 256 MiB.
         wait_for: Consumers to wait for before the first batch. Default 1.
+        device: Move each batch to this device once before sharing it, e.g. "cuda": CUDA
+            batches reach consumers as CUDA IPC handles (no copy; consumers must not modify
+            them in place, as all share the same memory). Default None: as the loader gives.
         log_every_s: Seconds between metrics lines on the ``sharing.producer`` logger.
             Default 30.
 
@@ -109,6 +112,7 @@ class Producer:
         replay_batches: int | None = None,
         replay_bytes: int = 256 << 20,
         wait_for: int = 1,
+        device: str | torch.device | None = None,
         log_every_s: float = 30.0,
     ) -> None:
         _check_int("epochs", epochs, 1, allow_none=True)
@@ -121,6 +125,7 @@ class Producer:
         self.loader = loader
         self.endpoint = endpoint or endpoints.default_endpoint()
         self.epochs, self.max_lag, self.wait_for = epochs, max_lag, wait_for
+        self.device = None if device is None else torch.device(device)
         self.log_every_s = log_every_s
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
         self._window: int | None = None  # replay window, fixed at the first batch
@@ -501,6 +506,8 @@ class Producer:
             return False
         if any(len(c.live) >= self.max_lag for c in active):
             return False
+        if self.device is not None:
+            batch = map_tensors(batch, lambda t: t.to(self.device))
         try:
             layout, fds, keep = describe(batch)
         except TypeError as error:
