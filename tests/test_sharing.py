@@ -55,8 +55,8 @@ def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s
     consumer.leave()
 
 
-def start(target, *args, **kwargs) -> mp.Process:
-    process = FORK.Process(target=target, args=args, kwargs=kwargs, daemon=True)
+def start(target, *args, daemon=True, **kwargs) -> mp.Process:
+    process = FORK.Process(target=target, args=args, kwargs=kwargs, daemon=daemon)
     process.start()
     return process
 
@@ -192,6 +192,15 @@ def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
     assert metrics["consumers_" + ("left" if how == "leave" else "lost")] == 1
 
 
+class _SlowIds(torch.utils.data.Dataset):
+    def __len__(self):
+        return 100_000
+
+    def __getitem__(self, index):
+        time.sleep(0.003)
+        return {"id": torch.tensor(index), "x": torch.full((3,), float(index))}
+
+
 def _produce(endpoint_queue, n_samples, delay_s):
     producer = Producer(id_batches(n_samples, 16, delay_s=delay_s), epochs=1)
     endpoint_queue.put(producer.endpoint)
@@ -199,9 +208,22 @@ def _produce(endpoint_queue, n_samples, delay_s):
     producer.close()
 
 
-def test_killed_producer_makes_consumers_raise_within_five_seconds(no_shm_left):
+def _produce_with_workers(endpoint_queue):
+    loader = torch.utils.data.DataLoader(_SlowIds(), batch_size=16, num_workers=2)
+    producer = Producer(loader, epochs=1)
+    endpoint_queue.put(producer.endpoint)
+    producer.serve()
+
+
+@pytest.mark.parametrize("workers", [False, True])
+def test_killed_producer_makes_consumers_raise_within_five_seconds(workers, no_shm_left):
+    """With loader workers, which outlive the producer a while and hold copies of its
+    sockets, the consumer must still notice."""
     endpoints = FORK.Queue()
-    process = start(_produce, endpoints, 10_000, 0.05)
+    if workers:
+        process = start(_produce_with_workers, endpoints, daemon=False)  # it has children
+    else:
+        process = start(_produce, endpoints, 10_000, 0.05)
     consumer = Consumer(endpoints.get(timeout=10))
     received = 0
     with pytest.raises(ProducerGone, match="producer"):
