@@ -14,7 +14,8 @@ moving 9.6 MB per batch); ``cpu``: 64x3x32x32 float32 batches with about 2 ms of
 sample (the cost is preparing data). Each consumer reads ``--batches`` batches (tensorsocket:
 ``--ts-batches``, it is slow) and reads one value per 4 KiB page of each, so every page is
 mapped in; the step does no training, so the numbers are loader throughput. CPU seconds
-are those of every process of a trial (consumers, producer, all loader workers).
+are those of every process of a trial (consumers, producer, all loader workers), sampled
+from /proc.
 
     python -m benchmarks.shared_loading --out benchmarks/results/shared_loading.csv
 """
@@ -24,9 +25,9 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import resource
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -111,8 +112,9 @@ def own_consumer(dataset, workers, count, report, name):
 def shared_producer(dataset, workers, endpoint, consumers):
     from sharing import Producer
 
+    # Serves until the trial ends it with SIGTERM, like a long-running shared loader.
     with Producer(
-        make_loader(dataset, workers), endpoint=endpoint, epochs=1, wait_for=consumers
+        make_loader(dataset, workers), endpoint=endpoint, epochs=None, wait_for=consumers
     ) as producer:
         producer.serve()
 
@@ -199,22 +201,65 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             process.kill()
             process.join()
     for helper in helpers:
-        helper.join(5)
+        helper.terminate()
+        helper.join(10)
         if helper.is_alive():
             os.kill(helper.pid, signal.SIGKILL)
             helper.join()
 
 
+class CpuSampler(threading.Thread):
+    """Samples the CPU seconds of every process under ``root`` (from /proc) every 0.1 s.
+
+    Processes that are killed rather than reaped (tensorsocket's loader workers, say) never
+    reach ``RUSAGE_CHILDREN``; sampling sees them. A process's last < 0.1 s is missed.
+    """
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.cpu, self.done = root, {}, threading.Event()
+        self.ticks = os.sysconf("SC_CLK_TCK")
+
+    def _sample(self) -> None:
+        parents, times = {}, {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(entry)
+            parents[pid] = int(fields[1])
+            times[pid] = (int(fields[11]) + int(fields[12])) / self.ticks
+        for pid, seconds in times.items():
+            ancestor = pid
+            while ancestor in parents and ancestor != self.root:
+                ancestor = parents[ancestor]
+            if ancestor == self.root:
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), seconds)
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            self._sample()
+
+    def total(self) -> float:
+        return sum(self.cpu.values())
+
+
 def run_trial(mode, workload, consumers, args, work) -> dict:
     report = FORK.Queue()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = FORK.Process(target=trial, args=(mode, workload, consumers, args, work, report))
     process.start()
+    sampler = CpuSampler(process.pid)
+    sampler.start()
     process.join()
+    sampler.done.set()
+    sampler.join()
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = sampler.total()
     count = args.ts_batches if mode == "tensorsocket" else args.batches
     results = []
     while not report.empty() or len(results) < consumers:

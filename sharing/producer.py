@@ -212,6 +212,9 @@ class Producer:
             self._stop.set()
             restore()
             selector.close()
+            # The loader thread sees the stop at its next batch and returns; that ends the
+            # loader's iteration, which stops (and reaps) its worker processes.
+            loader_thread.join(timeout=10.0)
             log.info("finished: %s", self.metrics())
 
     def close(self) -> None:
