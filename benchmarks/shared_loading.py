@@ -7,7 +7,11 @@ N training processes ("consumers") each need the same batches. Modes, run side b
   every consumer through shared memory;
 * ``tensorsocket``: ``tensorsocket==0.0.5`` in the same role, bound to 127.0.0.1 (only when
   ``--tensorsocket-path`` points at a folder where it is installed, see
-  ``benchmarks/install_tensorsocket.sh``).
+  ``benchmarks/install_tensorsocket.sh``);
+* ``tfdata_service``: a tf.data service dispatcher and worker in one process, consumers
+  reading one shared job through its cross-trainer cache over localhost (``images`` only:
+  a tf.data service worker cannot run the Python preprocessing of ``cpu``). The trial counts
+  TensorFlow's start-up in wall and CPU time, not in the per-consumer rate.
 
 Workloads: ``images``: 64x3x224x224 uint8 batches from a cheap in-memory source (the cost is
 moving 9.6 MB per batch); ``cpu``: 64x3x32x32 float32 batches with about 2 ms of CPU work per
@@ -36,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset
 from benchmarks.common import machine_note, print_table, write_csv
 
 FORK = mp.get_context("fork")
+MODES = ("own", "shared", "tensorsocket", "tfdata_service")
 BATCH = 64
 
 
@@ -159,6 +164,37 @@ def ts_consumer(path, ports, count, report, name):
     os._exit(0)  # its background threads never end
 
 
+def tfds_server(target_queue):
+    """A tf.data service dispatcher and one worker in this process, until killed."""
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    address = dispatcher.target.split("://")[1]
+    worker = service.WorkerServer(
+        service.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%")
+    )
+    target_queue.put(dispatcher.target.replace("[::]", "localhost"))
+    worker.join()
+
+
+def tfds_consumer(target, count, report, name):
+    """Reads the shared job through the cross-trainer cache (each trainer sees all data)."""
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    images = tf.data.Dataset.from_tensors(tf.zeros([3, 224, 224], tf.uint8)).repeat().batch(BATCH)
+    shared = images.apply(
+        service.distribute(
+            processing_mode=service.ShardingPolicy.OFF,
+            service=target,
+            job_name="shared",
+            cross_trainer_cache=service.CrossTrainerCache(trainer_id=str(name)),
+        )
+    )
+    _measure((torch.from_numpy(b) for b in shared.as_numpy_iterator()), count, report, name)
+
+
 # ---------------------------------------------------------------- trials
 
 
@@ -177,6 +213,12 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             FORK.Process(target=shared_producer, args=(dataset, args.workers, endpoint, consumers))
         )
         targets = [(shared_consumer, (endpoint, args.batches, report, i)) for i in range(consumers)]
+    elif mode == "tfdata_service":
+        targets_queue = FORK.Queue()
+        helpers.append(FORK.Process(target=tfds_server, args=(targets_queue,)))
+        helpers[0].start()
+        target = targets_queue.get(timeout=60)
+        targets = [(tfds_consumer, (target, count, report, i)) for i in range(consumers)]
     else:
         base = 20000 + (os.getpid() % 1000) * 4
         ports = (base, base + 1, base + 2, base + 3)
@@ -190,7 +232,8 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             for i in range(consumers)
         ]
     for helper in helpers:
-        helper.start()
+        if helper.pid is None:
+            helper.start()
     processes = [FORK.Process(target=t, args=a) for t, a in targets]
     for process in processes:
         process.start()
@@ -300,9 +343,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--modes",
         nargs="+",
-        default=["own", "shared", "tensorsocket"],
-        choices=["own", "shared", "tensorsocket"],
-        help="modes to compare",
+        default=list(MODES),
+        choices=list(MODES),
+        help="modes to compare (all)",
     )
     parser.add_argument("--batches", type=int, default=100, help="batches per consumer (100)")
     parser.add_argument("--ts-batches", type=int, default=20, help="for tensorsocket (20)")
@@ -322,6 +365,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for workload in args.workloads:
         for consumers in args.consumers:
             for mode in modes:
+                if mode == "tfdata_service" and workload != "images":
+                    continue  # its workers cannot run the Python preprocessing of "cpu"
                 row = run_trial(mode, workload, consumers, args, work)
                 rows.append(row)
                 print(
