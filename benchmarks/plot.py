@@ -1,0 +1,77 @@
+"""Draw a benchmark CSV as a figure (PNG or PDF, by the output's suffix).
+
+    python -m benchmarks.plot --in benchmarks/results/echo_speedup.csv --out echo_speedup.png
+    python -m benchmarks.plot --in benchmarks/results/shared_loading.csv --out sharing.png
+
+The kind of figure follows from the CSV's columns: ``echo_speedup`` (speedup over e=1 vs R,
+one line per mode, with the ideal min(e, R) dashed) or ``shared_loading`` (per-consumer
+throughput and CPU per batch vs number of consumers, one line per mode and workload).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+
+def echo_speedup(table: pd.DataFrame, out: Path) -> None:
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for (mode, factor), rows in table.groupby(["mode", "factor"]):
+        rows = rows.sort_values("measured_R")
+        label = f"EchoOnStall (max {factor:g})" if mode == "echo_on_stall" else f"e = {factor:g}"
+        line = axis.plot(rows["measured_R"], rows["speedup_vs_e1"], marker="o", label=label)[0]
+        axis.plot(
+            rows["measured_R"], rows["ideal_speedup"], linestyle="--", color=line.get_color(),
+            alpha=0.5,
+        )  # fmt: skip
+    axis.set(xlabel="R = upstream / downstream time per batch", ylabel="steps/s relative to e = 1")
+    axis.set_xscale("log", base=2)
+    axis.set_title("Batch echoing when input-bound (dashed: ideal min(e, R))")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out)
+
+
+def shared_loading(table: pd.DataFrame, out: Path) -> None:
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for (workload, mode), rows in table.groupby(["workload", "mode"]):
+        rows = rows.sort_values("consumers")
+        label = f"{workload}: {mode}"
+        axes[0].plot(rows["consumers"], rows["per_consumer_batches_per_s"], marker="o", label=label)
+        axes[1].plot(rows["consumers"], rows["cpu_ms_per_batch_received"], marker="o", label=label)
+    axes[0].set(xlabel="consumers N", ylabel="batches/s per consumer", yscale="log")
+    axes[1].set(xlabel="consumers N", ylabel="CPU ms per batch received", yscale="log")
+    axes[0].set_title("Throughput per training process")
+    axes[1].set_title("CPU cost per delivered batch")
+    axes[1].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(out)
+
+
+FIGURES = {"echo_on_stall": echo_speedup, "per_consumer_batches_per_s": shared_loading}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--in", dest="source", required=True, help="benchmark CSV")
+    parser.add_argument("--out", required=True, help="figure file (.png or .pdf)")
+    args = parser.parse_args(argv)
+    table = pd.read_csv(args.source)
+    columns = set(table.columns) | set(table.get("mode", []))
+    for marker, draw in FIGURES.items():
+        if marker in columns:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            draw(table, Path(args.out))
+            print(f"wrote {args.out}")
+            return
+    parser.error(f"{args.source} is not a CSV this script knows how to draw")
+
+
+if __name__ == "__main__":
+    main()
