@@ -33,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -192,6 +193,7 @@ def tfds_consumer(target, count, report, name):
             cross_trainer_cache=service.CrossTrainerCache(trainer_id=str(name)),
         )
     )
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     _measure((torch.from_numpy(b) for b in shared.as_numpy_iterator()), count, report, name)
 
 
