@@ -17,6 +17,17 @@ class _Failure:
         self.error = error
 
 
+def _put_until(ready: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put ``item`` once there is room; False if ``stop`` is set first."""
+    while not stop.is_set():
+        try:
+            ready.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
 def _check_positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -69,23 +80,12 @@ class EchoOnStall:
         """Producer thread: move fresh batches into ``ready`` until the loader ends."""
         try:
             for batch in self.loader:
-                while not stop.is_set():
-                    try:
-                        ready.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not _put_until(ready, batch, stop):
                     return
             item: Any = _END
         except BaseException as error:  # handed to the training thread, re-raised there
             item = _Failure(error)
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        _put_until(ready, item, stop)
 
     def __iter__(self) -> Iterator[Any]:
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
