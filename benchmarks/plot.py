@@ -40,13 +40,23 @@ def echo_speedup(table: pd.DataFrame, out: Path) -> None:
 
 def shared_loading(table: pd.DataFrame, out: Path) -> None:
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    modes = sorted(table["mode"].unique())
+    styles = dict(zip(sorted(table["workload"].unique()), ["-", "--", ":", "-."], strict=False))
     for (workload, mode), rows in table.groupby(["workload", "mode"]):
         rows = rows.sort_values("consumers")
-        label = f"{workload}: {mode}"
-        axes[0].plot(rows["consumers"], rows["per_consumer_batches_per_s"], marker="o", label=label)
-        axes[1].plot(rows["consumers"], rows["cpu_ms_per_batch_received"], marker="o", label=label)
-    axes[0].set(xlabel="consumers N", ylabel="batches/s per consumer", yscale="log")
-    axes[1].set(xlabel="consumers N", ylabel="CPU ms per batch received", yscale="log")
+        style = {
+            "color": f"C{modes.index(mode)}",
+            "linestyle": styles[workload],
+            "marker": "o",
+            "label": f"{workload}: {mode}",
+        }
+        axes[0].plot(rows["consumers"], rows["per_consumer_batches_per_s"], **style)
+        axes[1].plot(rows["consumers"], rows["cpu_ms_per_batch_received"], **style)
+    ticks = sorted(table["consumers"].unique())
+    axes[0].set(xlabel="consumers N", ylabel="batches/s per consumer", yscale="log", xticks=ticks)
+    axes[1].set(
+        xlabel="consumers N", ylabel="CPU ms per batch received", yscale="log", xticks=ticks
+    )
     axes[0].set_title("Throughput per training process")
     axes[1].set_title("CPU cost per delivered batch")
     axes[1].legend(fontsize=7)
