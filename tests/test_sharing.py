@@ -76,7 +76,7 @@ def no_shm_left():
     assert shm_entries() - before == set()
 
 
-@pytest.mark.parametrize("consumers", [1, 2, 4])
+@pytest.mark.parametrize("consumers", [1, 2, 3, 4])
 def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, no_shm_left):
     results = FORK.Queue()
     with Producer(id_batches(203, 16), epochs=2, wait_for=consumers) as producer:
@@ -124,7 +124,7 @@ def _connect_with_batch_size(endpoint, size):
 
 
 @pytest.mark.parametrize(("replay_batches", "mode"), [(None, "replay"), (0, "wrap")])
-def test_late_joiner_starts_at_once_and_sees_each_sample_once(replay_batches, mode):
+def test_late_joiner_starts_at_once_and_sees_each_sample_once(replay_batches, mode, no_shm_left):
     results = FORK.Queue()
     source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s an epoch
     with Producer(source, epochs=2, replay_batches=replay_batches) as producer:
@@ -163,6 +163,28 @@ def _join_replay_only(endpoint, outcome):
         outcome.put("joined")
     except LateJoinError as error:
         outcome.put("LateJoinError" if "replay" in str(error) else str(error))
+
+
+def _timeline(endpoint, results, name, per_batch_s):
+    stamps = []
+    for _ in Consumer(endpoint):
+        stamps.append(time.monotonic())
+        time.sleep(per_batch_s)
+    results.put((name, stamps))
+
+
+def test_producer_runs_at_most_max_lag_batches_ahead_of_the_slowest_consumer():
+    results = FORK.Queue()
+    with Producer(id_batches(30 * 16, 16), epochs=1, wait_for=2, max_lag=2) as producer:
+        start(_timeline, producer.endpoint, results, "fast", 0.0)
+        start(_timeline, producer.endpoint, results, "slow", 0.03)
+        producer.serve()
+        timelines = dict(results.get(timeout=30) for _ in range(2))
+    fast, slow = timelines["fast"], timelines["slow"]
+    assert len(fast) == len(slow) == 30
+    # The fast consumer gets batch i only once the slow one has taken batch i - max_lag.
+    assert all(fast[i] >= slow[i - 2] for i in range(2, 30))
+    assert fast[-1] - fast[0] > 0.5  # so it was indeed held back (30 x 30 ms for the slow)
 
 
 def _leave_after(endpoint, batches, how):
