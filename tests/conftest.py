@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -11,6 +12,12 @@ import pytest
 
 # TensorFlow's C++ start-up banner drowns pytest's output; errors still show.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# Importing triton after TensorFlow segfaults (torch 2.14.1 + tensorflow-cpu 2.21), and the
+# first torch optimizer imports it through torch._dynamo. The TensorFlow tests share this
+# process with training tests, so triton is loaded first when it is installed.
+with contextlib.suppress(ImportError):
+    import triton  # noqa: F401
 
 
 @pytest.fixture
