@@ -1,0 +1,105 @@
+"""Run records: one JSON file per run, written atomically and valid against
+``experiments/schemas/run_record.schema.json``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SCHEMA_PATH",
+    "config_hash",
+    "git_revision",
+    "load_schema",
+    "package_versions",
+    "validate",
+    "write_record",
+]
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "run_record.schema.json"
+_PACKAGES = ("echo-share-suite", "torch", "torchvision", "numpy")
+
+
+@cache
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of run records."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate(record: dict[str, Any]) -> None:
+    """Check ``record`` against the run-record schema.
+
+    Raises:
+        jsonschema.ValidationError: The record does not match; the message names the field.
+    """
+    import jsonschema
+
+    jsonschema.validate(record, load_schema())
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A short, stable hash of a run configuration (canonical JSON, SHA-256, 16 hex digits)."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of Python and the packages that shape a result (None: not installed)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_revision(path: Path = Path(__file__).parent) -> str | None:
+    """The commit checked out at ``path``, with ``-dirty`` when tracked files changed; None
+    outside a git checkout or without git."""
+    try:
+        run = {"cwd": path, "capture_output": True, "text": True, "timeout": 10, "check": True}
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        changes = subprocess.run(["git", "status", "--porcelain", "-uno"], **run).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("-dirty" if changes.strip() else "")
+
+
+def write_record(record: dict[str, Any], path: str | Path) -> Path:
+    """Validate ``record`` and write it to ``path`` atomically (temporary file + rename), so a
+    killed run leaves either no record or a complete one.
+
+    Args:
+        record: The run record.
+        path: Destination file; its folder is created when missing.
+
+    Returns:
+        The destination path.
+
+    Raises:
+        jsonschema.ValidationError: The record does not match the schema (nothing is written).
+    """
+    validate(record)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

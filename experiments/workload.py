@@ -1,0 +1,177 @@
+"""The workload contract: what a training pipeline declares so the harness can run it.
+
+A workload is one class in one file under ``experiments/workloads/``, registered with
+`experiments.registry.register`. It gives the stages of the input pipeline (`Workload.read`,
+`Workload.augment`, `Workload.collate`), the model, its loss and optimizer, `Workload.evaluate`,
+and, per scale, a declared `Target`, default hyper-parameters and an evaluation `Budget`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate
+
+__all__ = ["DIRECTIONS", "SCALES", "Budget", "Target", "Workload"]
+
+SCALES: tuple[str, ...] = ("cpu", "paper")
+"""``cpu``: small models and offline data, minutes on a laptop; ``paper``: the paper's setup."""
+
+DIRECTIONS: tuple[str, ...] = ("max", "min")
+"""A target is reached when the metric is >= its value (``max``) or <= it (``min``)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A declared quality target: the run stops when ``metric`` first reaches ``value``.
+
+    Args:
+        metric: Name of a key in the dict `Workload.evaluate` returns.
+        value: The threshold.
+        direction: ``"max"`` (higher is better: reached when metric >= value) or ``"min"``
+            (lower is better: reached when metric <= value). Declared, never guessed.
+
+    Raises:
+        ValueError: ``direction`` is not one of `DIRECTIONS`, or ``value`` is not finite.
+    """
+
+    metric: str
+    value: float
+    direction: str
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"direction={self.direction!r} is not valid; use one of {', '.join(DIRECTIONS)}"
+            )
+        if not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+            raise ValueError(f"value must be a finite number, got {self.value!r}")
+
+    def reached(self, metrics: dict[str, float]) -> bool:
+        """Whether ``metrics[self.metric]`` meets the target.
+
+        Raises:
+            KeyError: ``metrics`` has no entry for the target's metric.
+        """
+        if self.metric not in metrics:
+            raise KeyError(f"evaluate() returned no {self.metric!r}; it returned {list(metrics)}")
+        measured = float(metrics[self.metric])
+        return measured >= self.value if self.direction == "max" else measured <= self.value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The target as a plain dict, as it appears in run records."""
+        return {"metric": self.metric, "value": float(self.value), "direction": self.direction}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run may train and how often it evaluates, both in fresh examples.
+
+    Args:
+        max_fresh: Stop (target not reached) once this many fresh examples were read.
+        eval_every_fresh: Evaluate each time this many more fresh examples were read.
+    """
+
+    max_fresh: int
+    eval_every_fresh: int
+
+
+class Workload:
+    """Base class of a training workload. Subclass it in one file and register it.
+
+    Class attributes a subclass sets:
+        targets: ``{scale: Target}`` for each scale in `SCALES` it supports.
+        hparams: ``{scale: {name: default}}``; must include ``batch_size`` and ``lr``. The
+            harness lets users override any of them by name.
+        budgets: ``{scale: Budget}``: default training budget and evaluation interval.
+        description: One line for ``--help`` and records.
+
+    Args:
+        scale: One of the scales in ``targets``. Default ``"cpu"``.
+        data_dir: Where the data lives (needed by ``paper`` scale; ``cpu`` scale may use it as
+            a cache). Default None.
+        hparams: The hyper-parameters of this run (the scale's defaults when None).
+
+    Raises:
+        ValueError: ``scale`` is not one the workload declares.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    targets: ClassVar[dict[str, Target]] = {}
+    hparams: ClassVar[dict[str, dict[str, Any]]] = {}
+    budgets: ClassVar[dict[str, Budget]] = {}
+
+    def __init__(
+        self,
+        scale: str = "cpu",
+        data_dir: str | Path | None = None,
+        hparams: dict[str, Any] | None = None,
+    ):
+        if scale not in self.targets:
+            raise ValueError(
+                f"scale={scale!r} is not declared by workload {self.name!r}; "
+                f"valid: {', '.join(self.targets)}"
+            )
+        self.scale = scale
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.hp = dict(self.hparams[scale] if hparams is None else hparams)
+
+    @property
+    def target(self) -> Target:
+        """The declared target at this scale."""
+        return self.targets[self.scale]
+
+    def read(self, split: str, seed: int) -> Sequence[Any]:
+        """Source examples of ``split`` (``"train"`` or ``"eval"``), before augmentation.
+
+        Args:
+            split: ``"train"`` or ``"eval"``.
+            seed: Seeds any sampling the source does (most sources ignore it).
+
+        Returns:
+            A sized, indexable collection (list or map-style Dataset).
+        """
+        raise NotImplementedError
+
+    def augment(self, example: Any, rng: np.random.Generator) -> Any:
+        """A randomly augmented copy of one example. Default: the identity."""
+        return example
+
+    def collate(self, examples: list[Any]) -> Any:
+        """One batch from a list of (augmented) examples. Default: torch's `default_collate`."""
+        return default_collate(examples)
+
+    def build_model(self, seed: int) -> torch.nn.Module:
+        """A freshly initialised model; initialisation must depend only on ``seed``."""
+        raise NotImplementedError
+
+    def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        """The optimizer, from ``self.hp``. Default: SGD with ``lr`` and ``momentum`` (0.9)."""
+        return torch.optim.SGD(
+            model.parameters(), lr=self.hp["lr"], momentum=self.hp.get("momentum", 0.9)
+        )
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The training loss of one batch (already on the model's device)."""
+        raise NotImplementedError
+
+    def train_step(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any
+    ) -> torch.Tensor:
+        """One optimisation step; returns the detached loss (no device sync)."""
+        optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(model, batch)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
+        """Metrics on the evaluation split; must include the target's metric."""
+        raise NotImplementedError

