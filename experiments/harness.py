@@ -51,6 +51,9 @@ class RunConfig:
         num_workers: DataLoader worker processes. Default 0.
         upstream: Simulated upstream cost. Default: none.
         data_dir: Data folder for the workload (required at paper scale). Default None.
+        consume: Train on the batches a `sharing.Producer` serves at this endpoint instead of
+            a pipeline of this process's own (echo point ``none`` or ``after_batch``).
+            Default None.
     """
 
     workload: str
@@ -67,6 +70,7 @@ class RunConfig:
     num_workers: int = 0
     upstream: UpstreamCost = field(default_factory=UpstreamCost)
     data_dir: str | None = None
+    consume: str | None = None
 
 
 def merge_hparams(cls: type[Workload], scale: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -124,9 +128,15 @@ class _Meter:
         }
 
 
-def _forever(loader: EchoLoader) -> Iterator[TimedBatch]:
+def _forever(loader: Any) -> Iterator[TimedBatch]:
+    """Epoch after epoch; ends if an epoch is empty (a producer's stream that has ended)."""
     while True:
-        yield from loader
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            return
 
 
 class Run:
@@ -150,6 +160,25 @@ class Run:
         self.device = resolve_device(config.device)
         torch.set_num_threads(config.threads)
         self.workload = cls(scale=config.scale, data_dir=config.data_dir, hparams=self.hp)
+        if config.consume is not None:
+            from experiments.consume import ConsumedBatches
+
+            self.loader: EchoLoader | ConsumedBatches = ConsumedBatches(
+                config.consume,
+                echo_point=config.echo_point,
+                echo_factor=config.echo_factor,
+                shuffle_buffer=config.shuffle_buffer,
+                seed=config.seed,
+                batch_size=self.hp["batch_size"],
+            )
+        else:
+            self.loader = self._own_pipeline(config)
+        torch.manual_seed(config.seed)
+        self.model = self.workload.build_model(config.seed).to(self.device)
+        self.optimizer = self.workload.optimizer(self.model)
+        self.meter, self.curve, self.reached_row = _Meter(), [], None
+
+    def _own_pipeline(self, config: RunConfig) -> EchoLoader:
         read, augment, collate = timed_stages(
             self.workload.read("train", config.seed),
             self.workload.augment,
@@ -157,7 +186,7 @@ class Run:
             config.upstream,
             self.hp["batch_size"],
         )
-        self.loader = build_pipeline(
+        return build_pipeline(
             read,
             augment,
             collate,
@@ -169,10 +198,6 @@ class Run:
             seed=config.seed,
             pin_memory=self.device.type == "cuda",
         )
-        torch.manual_seed(config.seed)
-        self.model = self.workload.build_model(config.seed).to(self.device)
-        self.optimizer = self.workload.optimizer(self.model)
-        self.meter, self.curve, self.reached_row = _Meter(), [], None
 
     def evaluate(self) -> dict[str, Any]:
         start = time.perf_counter()
@@ -222,7 +247,10 @@ class Run:
         next_eval, batches = self.eval_every, _forever(loader)
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
             while self.reached_row is None and loader.fresh_examples < self.max_fresh:
-                self.train_one_step(batches)
+                try:
+                    self.train_one_step(batches)
+                except StopIteration:  # a producer's stream ended before target or budget
+                    break
                 bar.update(loader.fresh_examples - bar.n)
                 if loader.fresh_examples >= min(next_eval, self.max_fresh):
                     row = self.evaluate()
@@ -244,6 +272,7 @@ class Run:
             "budget": {"max_fresh": self.max_fresh, "eval_every_fresh": self.eval_every},
             "upstream": dataclasses.asdict(config.upstream),
             "num_workers": config.num_workers,
+            **({"consume": config.consume} if config.consume else {}),
         }
 
     def record(self, total_s: float) -> dict[str, Any]:

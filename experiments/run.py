@@ -125,6 +125,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.0,
         help="busy CPU ms per example in augmentation, the CPU-cost knob (default 0)",
     )
+    add(
+        "--consume",
+        metavar="ENDPOINT",
+        help="train on the batches a sharing producer serves at ENDPOINT (unix:@NAME or "
+        "unix:/PATH) instead of an own pipeline; echo point none or after_batch",
+    )
     add("--out", required=True, help="path of the JSON run record (written atomically)")
     return p
 
@@ -135,6 +141,11 @@ def config_from_args(args: argparse.Namespace, p: argparse.ArgumentParser) -> Ru
         p.error(
             f"argument --echo-point: none cannot echo (--echo-factor {args.echo_factor:g}, "
             f"--shuffle-buffer {args.shuffle_buffer}); choose from {', '.join(ECHO_POINTS)}"
+        )
+    if args.consume and args.echo_point not in ("none", "after_batch"):
+        p.error(
+            f"argument --echo-point: {args.echo_point} cannot be used with --consume (the "
+            "producer augments and collates); choose from none, after_batch"
         )
     if args.scale == "paper" and not args.data_dir:
         p.error("argument --data-dir: required with --scale paper (the dataset's folder)")
@@ -162,6 +173,7 @@ def config_from_args(args: argparse.Namespace, p: argparse.ArgumentParser) -> Ru
             args.upstream_latency_ms, args.upstream_latency_per, args.upstream_cpu_ms
         ),
         data_dir=args.data_dir,
+        consume=args.consume,
     )
 
 

@@ -1,0 +1,142 @@
+"""Training from a shared loader: the producer side (a workload's pipeline to serve) and the
+consumer side (the harness's batch source when ``--consume ENDPOINT`` is given).
+
+Serve a workload's input pipeline once for several training processes::
+
+    python -m sharing serve --loader experiments.consume:workload_loader \\
+        --loader-kwargs '{"workload": "cifar10_resnet", "num_workers": 2}' --epochs 0
+    python -m experiments.run --workload cifar10_resnet --consume unix:@... --lr 0.05 --out a.json
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from echo import EchoCounts, check_factor, echo_items
+from echo.core import stage_rng
+from echo.torch import build_pipeline
+from experiments import registry
+from experiments.harness import merge_hparams
+from experiments.upstream import TimedBatch, UpstreamCost, timed_stages
+from sharing import Consumer
+from sharing.layout import first_dim
+
+__all__ = ["CONSUMER_ECHO_POINTS", "ConsumedBatches", "workload_loader"]
+
+CONSUMER_ECHO_POINTS = ("none", "after_batch")
+"""A consumer receives augmented, collated batches: only batch echoing happens on its side."""
+
+
+class _Batches:
+    """The plain batches of a harness pipeline (its `TimedBatch` wrappers removed)."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __iter__(self) -> Iterator[Any]:
+        for timed in self.loader:
+            yield timed.batch
+
+
+def workload_loader(
+    workload: str,
+    scale: str = "cpu",
+    seed: int = 0,
+    batch_size: int | None = None,
+    num_workers: int = 0,
+    data_dir: str | None = None,
+    upstream_latency_ms: float = 0.0,
+    upstream_latency_per: str = "example",
+    upstream_cpu_ms: float = 0.0,
+) -> _Batches:
+    """A workload's training pipeline (read -> augment -> collate, no echo) for a producer.
+
+    Args:
+        workload: Registered workload name.
+        scale: ``"cpu"`` or ``"paper"``. Default ``"cpu"``.
+        seed: Seeds the data order and augmentation. Default 0.
+        batch_size: Examples per batch. Default None: the workload's.
+        num_workers: DataLoader worker processes. Default 0.
+        data_dir: The workload's data folder. Default None.
+        upstream_latency_ms, upstream_latency_per, upstream_cpu_ms: The harness's slow-upstream
+            knobs (see ``python -m experiments.run --help``). Default: none.
+
+    Raises:
+        ValueError: An unknown workload or hyper-parameter.
+    """
+    cls = registry.get(workload)
+    overrides = {} if batch_size is None else {"batch_size": batch_size}
+    hparams = merge_hparams(cls, scale, overrides)
+    instance = cls(scale=scale, data_dir=data_dir, hparams=hparams)
+    cost = UpstreamCost(upstream_latency_ms, upstream_latency_per, upstream_cpu_ms)
+    read, augment, collate = timed_stages(
+        instance.read("train", seed), instance.augment, instance.collate, cost,
+        hparams["batch_size"],
+    )  # fmt: skip
+    loader = build_pipeline(
+        read, augment, collate, batch_size=hparams["batch_size"], num_workers=num_workers,
+        seed=seed,
+    )  # fmt: skip
+    return _Batches(loader)
+
+
+class ConsumedBatches:
+    """The harness's batch source when training from a producer.
+
+    Each ``for`` loop is one epoch of the producer's stream, optionally batch-echoed. Fresh
+    examples are the examples received from the producer (each was read once for all its
+    consumers); batches arrive as `TimedBatch` without upstream time, which the producer spent.
+
+    Args:
+        endpoint: The producer's endpoint.
+        echo_point: ``"none"`` or ``"after_batch"``.
+        echo_factor: Batch echo factor. Default 1.
+        shuffle_buffer: Batches in the echo shuffle buffer. Default 0.
+        seed: Seeds the echo draws. Default 0.
+        batch_size: This consumer's batch size (a divisor or multiple of the producer's).
+            Default None: the producer's.
+
+    Raises:
+        ValueError: An echo point other than none/after_batch, or a bad batch size.
+        ConnectionError: No producer at ``endpoint``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        echo_point: str = "none",
+        echo_factor: float = 1.0,
+        shuffle_buffer: int = 0,
+        seed: int = 0,
+        batch_size: int | None = None,
+    ) -> None:
+        if echo_point not in CONSUMER_ECHO_POINTS:
+            raise ValueError(
+                f"echo_point={echo_point!r} cannot be applied by a consumer, which receives "
+                f"augmented batches; valid: {', '.join(CONSUMER_ECHO_POINTS)}"
+            )
+        self.echo_point, self.factor = echo_point, check_factor(echo_factor)
+        self.shuffle_buffer, self.seed = shuffle_buffer, seed
+        self.consumer = Consumer(endpoint, batch_size=batch_size)
+        self.fresh_examples = self.steps = self.epoch = 0
+        self.ended = False
+
+    def _received(self) -> Iterator[Any]:
+        received = 0
+        for batch in self.consumer:
+            received += 1
+            self.fresh_examples += first_dim(batch) or 0
+            yield batch
+        self.ended = received == 0
+
+    def __iter__(self) -> Iterator[TimedBatch]:
+        batches = self._received()
+        if self.echo_point == "after_batch":
+            rng = stage_rng(self.seed, "consume", self.epoch)
+            batches = echo_items(batches, self.factor, self.shuffle_buffer, rng, EchoCounts())
+        self.epoch += 1
+        for batch in batches:
+            self.steps += 1
+            yield TimedBatch(batch, None)
