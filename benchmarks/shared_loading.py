@@ -31,7 +31,6 @@ import multiprocessing as mp
 import os
 import signal
 import sys
-import threading
 import time
 import warnings
 
@@ -39,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.common import machine_note, print_table, write_csv
+from experiments.procstat import TreeCpu
 
 FORK = mp.get_context("fork")
 MODES = ("own", "shared", "tensorsocket", "tfdata_service")
@@ -253,58 +253,15 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             helper.join()
 
 
-class CpuSampler(threading.Thread):
-    """Samples the CPU seconds of every process under ``root`` (from /proc) every 0.1 s.
-
-    Processes that are killed rather than reaped (tensorsocket's loader workers, say) never
-    reach ``RUSAGE_CHILDREN``; sampling sees them. A process's last < 0.1 s is missed.
-    """
-
-    def __init__(self, root: int) -> None:
-        super().__init__(daemon=True)
-        self.root, self.cpu, self.done = root, {}, threading.Event()
-        self.ticks = os.sysconf("SC_CLK_TCK")
-
-    def _sample(self) -> None:
-        parents, times = {}, {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(entry)
-            parents[pid] = int(fields[1])
-            times[pid] = (int(fields[11]) + int(fields[12])) / self.ticks
-        for pid, seconds in times.items():
-            ancestor = pid
-            while ancestor in parents and ancestor != self.root:
-                ancestor = parents[ancestor]
-            if ancestor == self.root:
-                self.cpu[pid] = max(self.cpu.get(pid, 0.0), seconds)
-
-    def run(self) -> None:
-        while not self.done.wait(0.1):
-            self._sample()
-
-    def total(self) -> float:
-        return sum(self.cpu.values())
-
-
 def run_trial(mode, workload, consumers, args, work) -> dict:
     report = FORK.Queue()
     start = time.perf_counter()
     process = FORK.Process(target=trial, args=(mode, workload, consumers, args, work, report))
     process.start()
-    sampler = CpuSampler(process.pid)
-    sampler.start()
-    process.join()
-    sampler.done.set()
-    sampler.join()
+    with TreeCpu(process.pid) as tree:
+        process.join()
     wall = time.perf_counter() - start
-    cpu = sampler.total()
+    cpu = tree.total
     count = args.ts_batches if mode == "tensorsocket" else args.batches
     results = []
     while not report.empty() or len(results) < consumers:

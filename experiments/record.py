@@ -21,6 +21,7 @@ __all__ = [
     "load_schema",
     "package_versions",
     "validate",
+    "write_json_atomically",
     "write_record",
 ]
 
@@ -74,6 +75,25 @@ def git_revision(path: Path = Path(__file__).parent) -> str | None:
     return commit + ("-dirty" if changes.strip() else "")
 
 
+def write_json_atomically(data: Any, path: str | Path) -> Path:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename, so a killed
+    process leaves either no file or a complete one; the folder is created when missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_record(record: dict[str, Any], path: str | Path) -> Path:
     """Validate ``record`` and write it to ``path`` atomically (temporary file + rename), so a
     killed run leaves either no record or a complete one.
@@ -89,17 +109,4 @@ def write_record(record: dict[str, Any], path: str | Path) -> Path:
         jsonschema.ValidationError: The record does not match the schema (nothing is written).
     """
     validate(record)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomically(record, path)
