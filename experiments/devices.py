@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEVICES", "describe", "resolve_device", "to_device"]
+__all__ = ["DEVICES", "describe", "pin", "resolve_device", "to_device"]
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 
@@ -47,4 +47,17 @@ def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         moved = [to_device(value, device) for value in batch]
         return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
+
+
+def pin(batch: Any) -> Any:
+    """``batch`` with every tensor inside it (nested tuples, lists, dicts) in pinned memory, so
+    that copies to a CUDA device can be asynchronous."""
+    if isinstance(batch, torch.Tensor):
+        return batch.pin_memory()
+    if isinstance(batch, dict):
+        return {key: pin(value) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        pinned = [pin(value) for value in batch]
+        return type(batch)(*pinned) if hasattr(batch, "_fields") else type(batch)(pinned)
     return batch

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
+from experiments.devices import pin
+
 __all__ = ["LATENCY_PER", "TimedBatch", "UpstreamCost", "spin", "timed_stages"]
 
 LATENCY_PER: tuple[str, ...] = ("example", "batch")
@@ -70,6 +72,11 @@ class TimedBatch:
 
     def __init__(self, batch: Any, upstream_s: float):
         self.batch, self.upstream_s = batch, upstream_s
+
+    def pin_memory(self) -> TimedBatch:
+        """Pin the batch's tensors (called by a DataLoader with ``pin_memory=True``)."""
+        self.batch = pin(self.batch)
+        return self
 
     def take_upstream(self) -> float | None:
         """The batch's upstream seconds the first time; None for later (echoed) uses."""

