@@ -10,5 +10,5 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}  # TensorFlow start-up ba
 mkdir -p benchmarks/results
 .venv/bin/python -m benchmarks.echo_overhead --out benchmarks/results/echo_overhead.csv
 .venv/bin/python -m benchmarks.echo_speedup --out benchmarks/results/echo_speedup.csv
-.venv/bin/python -m benchmarks.shared_loading --modes own shared \
+.venv/bin/python -m benchmarks.sharing --modes own shared \
     --out benchmarks/results/shared_loading.csv

@@ -21,7 +21,7 @@ mapped in; the step does no training, so the numbers are loader throughput. CPU 
 are those of every process of a trial (consumers, producer, all loader workers), sampled
 from /proc.
 
-    python -m benchmarks.shared_loading --out benchmarks/results/shared_loading.csv
+    python -m benchmarks.sharing --out benchmarks/results/shared_loading.csv
 """
 
 from __future__ import annotations
