@@ -27,8 +27,10 @@ from /proc.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
+import re
 import signal
 import sys
 import time
@@ -253,8 +255,23 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
             helper.join()
 
 
+def _remove_leftover_semaphores(before: set[str]) -> None:
+    """Remove POSIX semaphore files that appeared in /dev/shm during a trial.
+
+    A process killed inside glibc's ``sem_open`` (a multiprocessing queue being made, say, in
+    a tensorsocket process the trial had to kill) leaves its file behind.
+    """
+    for name in sorted(set(os.listdir("/dev/shm")) - before):
+        # multiprocessing's (unlinked at once when all goes well) and glibc's temporary names
+        if re.fullmatch(r"sem\.(mp-\w+|\w{6})", name):
+            print(f"removing /dev/shm/{name}, left by a killed process", flush=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"/dev/shm/{name}")
+
+
 def run_trial(mode, workload, consumers, args, work) -> dict:
     report = FORK.Queue()
+    shm_before = set(os.listdir("/dev/shm"))
     start = time.perf_counter()
     process = FORK.Process(target=trial, args=(mode, workload, consumers, args, work, report))
     process.start()
@@ -262,6 +279,7 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
         process.join()
     wall = time.perf_counter() - start
     cpu = tree.total
+    _remove_leftover_semaphores(shm_before)
     count = args.ts_batches if mode == "tensorsocket" else args.batches
     results = []
     while not report.empty() or len(results) < consumers:
