@@ -14,6 +14,7 @@ time ratio of ``Echo(factor=1)`` to the bare source (goal: <= 1.02).
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -94,16 +95,22 @@ def tf_cases(n: int) -> dict[tuple[str, str], Callable[[], int]]:
 
 
 def measure(cases: dict, rounds: int) -> dict[tuple[str, str], tuple[float, int]]:
-    """Median seconds and items per case, rounds interleaved so drift hits all cases alike."""
+    """Median seconds and items per case; rounds interleaved (in a rotating order) so drift
+    hits all cases alike, garbage collection paused while a case is timed."""
     times: dict[tuple[str, str], list[float]] = {key: [] for key in cases}
     items: dict[tuple[str, str], int] = {}
     for fn in cases.values():
         fn()  # warm-up
-    for _ in range(rounds):
-        for key, fn in cases.items():
+    for round_index in range(rounds):
+        keys = list(cases)
+        keys = keys[round_index % len(keys) :] + keys[: round_index % len(keys)]  # rotate
+        for key in keys:
+            gc.collect()
+            gc.disable()  # a collection landing inside one case's timing is noise
             start = time.perf_counter()
-            items[key] = fn()
+            items[key] = cases[key]()
             times[key].append(time.perf_counter() - start)
+            gc.enable()
     return {key: (statistics.median(times[key]), items[key]) for key in cases}
 
 

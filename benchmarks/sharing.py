@@ -269,6 +269,20 @@ def _remove_leftover_semaphores(before: set[str]) -> None:
                 os.unlink(f"/dev/shm/{name}")
 
 
+def _kill_leftovers(pids: list[int]) -> None:
+    """Kill processes of a finished trial that outlived it (a killed tensorsocket producer's
+    loader workers can wait forever on a queue nobody feeds)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                ours = b"benchmarks" in cmdline.read()
+            if ours and pid != os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                print(f"killed process {pid}, left running by the trial", flush=True)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+
+
 def run_trial(mode, workload, consumers, args, work) -> dict:
     report = FORK.Queue()
     shm_before = set(os.listdir("/dev/shm"))
@@ -279,6 +293,7 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
         process.join()
     wall = time.perf_counter() - start
     cpu = tree.total
+    _kill_leftovers(sorted(tree.cpu))
     _remove_leftover_semaphores(shm_before)
     count = args.ts_batches if mode == "tensorsocket" else args.batches
     results = []

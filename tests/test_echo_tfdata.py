@@ -99,3 +99,19 @@ def test_gap_comparison_can_tell_different_buffers_apart():
     """The agreement test above would notice a stage that shuffled differently."""
     small, large = copy_gaps(tf_ids(3000, 2, 32, 0)), copy_gaps(torch_ids(3000, 2, 64, 0))
     assert ks_statistic(small, large) > ks_critical(len(small), len(large))
+
+
+def test_variable_shape_elements_take_the_per_element_path():
+    ragged = tf.data.Dataset.range(1, 5).map(lambda i: tf.range(i))
+    out = [x.tolist() for x in ragged.apply(echo(2)).as_numpy_iterator()]
+    assert out == [[0], [0], [0, 1], [0, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 3]]
+
+
+def test_chunked_and_per_element_paths_give_the_same_output():
+    """A counter forces the per-element path; without one, fixed-shape elements are chunked."""
+    for factor in (3, 1.5):
+        counted = tf_ids(1000, factor, 0, seed=5, counter=EchoCounter())
+        chunked = tf_ids(1000, factor, 0, seed=5)
+        check_echoed_multiset(list(range(1000)), chunked, factor)
+        if float(factor).is_integer():
+            assert chunked == counted
