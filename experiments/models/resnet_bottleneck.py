@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from experiments.models.resnet_cifar import shortcut
+
 __all__ = ["SmallBottleneckResNet"]
 
 
@@ -25,12 +27,7 @@ class _Bottleneck(nn.Module):
             nn.Conv2d(width, outputs, 1, bias=False),
             nn.BatchNorm2d(outputs, momentum=bn_momentum),
         )
-        self.shortcut = nn.Identity()
-        if stride != 1 or inputs != outputs:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(inputs, outputs, 1, stride, bias=False),
-                nn.BatchNorm2d(outputs, momentum=bn_momentum),
-            )
+        self.shortcut = shortcut(inputs, outputs, stride, bn_momentum)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.body(x) + self.shortcut(x))

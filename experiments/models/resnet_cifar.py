@@ -5,7 +5,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["CifarResNet"]
+__all__ = ["CifarResNet", "shortcut"]
+
+
+def shortcut(inputs: int, outputs: int, stride: int, bn_momentum: float) -> nn.Module:
+    """A residual block's shortcut: identity, or a 1x1 convolution + batch norm where the
+    block changes the shape (option B of He et al.)."""
+    if stride == 1 and inputs == outputs:
+        return nn.Identity()
+    return nn.Sequential(
+        nn.Conv2d(inputs, outputs, 1, stride, bias=False),
+        nn.BatchNorm2d(outputs, momentum=bn_momentum),
+    )
 
 
 class _BasicBlock(nn.Module):
@@ -15,12 +26,7 @@ class _BasicBlock(nn.Module):
         self.bn1 = nn.BatchNorm2d(outputs, momentum=bn_momentum)
         self.conv2 = nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(outputs, momentum=bn_momentum)
-        self.shortcut = nn.Identity()
-        if stride != 1 or inputs != outputs:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(inputs, outputs, 1, stride, bias=False),
-                nn.BatchNorm2d(outputs, momentum=bn_momentum),
-            )
+        self.shortcut = shortcut(inputs, outputs, stride, bn_momentum)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
