@@ -54,6 +54,9 @@ class RunConfig:
         consume: Train on the batches a `sharing.Producer` serves at this endpoint instead of
             a pipeline of this process's own (echo point ``none`` or ``after_batch``).
             Default None.
+        stop_at_target: Stop at the first evaluation that reaches the target. False: train on
+            to the fresh-example budget (the "no harm" study: best quality within a budget).
+            Default True.
     """
 
     workload: str
@@ -71,6 +74,7 @@ class RunConfig:
     upstream: UpstreamCost = field(default_factory=UpstreamCost)
     data_dir: str | None = None
     consume: str | None = None
+    stop_at_target: bool = True
 
 
 def merge_hparams(cls: type[Workload], scale: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +250,8 @@ class Run:
         self.evaluate()
         next_eval, batches = self.eval_every, _forever(loader)
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
-            while self.reached_row is None and loader.fresh_examples < self.max_fresh:
+            stop = self.config.stop_at_target
+            while not (stop and self.reached_row) and loader.fresh_examples < self.max_fresh:
                 try:
                     self.train_one_step(batches)
                 except StopIteration:  # a producer's stream ended before target or budget
@@ -273,6 +278,7 @@ class Run:
             "upstream": dataclasses.asdict(config.upstream),
             "num_workers": config.num_workers,
             **({"consume": config.consume} if config.consume else {}),
+            **({} if config.stop_at_target else {"stop_at_target": False}),
         }
 
     def record(self, total_s: float) -> dict[str, Any]:

@@ -131,6 +131,13 @@ def parser() -> argparse.ArgumentParser:
         help="train on the batches a sharing producer serves at ENDPOINT (unix:@NAME or "
         "unix:/PATH) instead of an own pipeline; echo point none or after_batch",
     )
+    add(
+        "--no-stop-at-target",
+        dest="stop_at_target",
+        action="store_false",
+        help="train on to the fresh-example budget after reaching the target (default: stop "
+        "at the first evaluation that reaches it)",
+    )
     add("--out", required=True, help="path of the JSON run record (written atomically)")
     return p
 
@@ -174,6 +181,7 @@ def config_from_args(args: argparse.Namespace, p: argparse.ArgumentParser) -> Ru
         ),
         data_dir=args.data_dir,
         consume=args.consume,
+        stop_at_target=args.stop_at_target,
     )
 
 

@@ -77,6 +77,20 @@ def test_budget_exhausted_is_a_result_not_an_error(tmp_path, toy_workload):
     assert record["eval_curve"][-1]["fresh_examples"] == 304
 
 
+def test_no_stop_at_target_trains_on_to_the_budget(tmp_path, toy_workload):
+    stopped = run_cli(tmp_path, "--workload", toy_workload, "--seed", "3")
+    full = run_cli(
+        tmp_path, "--workload", toy_workload, "--seed", "3", "--no-stop-at-target", name="f.json"
+    )
+    validate(full)
+    assert full["stop_at_target"] is False and "stop_at_target" not in stopped
+    assert full["config_hash"] != stopped["config_hash"]
+    # the point at target is the same; the run then goes on to the 2048-example budget
+    assert full["fresh_examples_to_target"] == stopped["fresh_examples_to_target"]
+    assert full["final"]["fresh_examples"] == 2048 > stopped["final"]["fresh_examples"]
+    assert full["eval_curve"][-1]["fresh_examples"] == 2048
+
+
 def test_same_seed_same_record_up_to_timing(tmp_path, toy_workload):
     args = ("--workload", toy_workload, "--echo-point", "before_augment", "--echo-factor", "2")
     a = run_cli(tmp_path, *args, "--seed", "1", name="a.json")
