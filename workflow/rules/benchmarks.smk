@@ -1,25 +1,49 @@
-OUT = config["benchmarks"]["out_dir"]
-
-
-rule echo_overhead:
+rule install_tensorsocket:
+    """TensorSocket for the comparison (benchmark only; the project never imports it)."""
     output:
-        f"{OUT}/echo_overhead.csv",
+        directory(".bench-deps/tensorsocket"),
     log:
-        f"{OUT}/logs/echo_overhead.log",
+        f"{OUT}/logs/install_tensorsocket.log",
+    conda:
+        "../envs/suite.yaml"
     shell:
-        "python -m benchmarks.echo_overhead --out {output} > {log} 2>&1"
+        "benchmarks/install_tensorsocket.sh > {log} 2>&1"
+
+
+rule sharing_benchmark:
+    """Per-consumer throughput and CPU of independent vs shared loading (figures 7, 8)."""
+    input:
+        tensorsocket=(
+            rules.install_tensorsocket.output
+            if "tensorsocket" in SHARING.get("modes", ["tensorsocket"])
+            else []
+        ),
+    output:
+        SHARING_CSV,
+    log:
+        f"{OUT}/logs/sharing_benchmark.log",
+    params:
+        python=PYTHON,
+        flags=flags(SHARING),
+    threads: workflow.cores  # a throughput benchmark: it runs alone
+    conda:
+        "../envs/suite.yaml"
+    shell:
+        "TF_CPP_MIN_LOG_LEVEL=2 {params.python} -m benchmarks.sharing {params.flags}"
+        " --tensorsocket-path .bench-deps/tensorsocket --out {output} > {log} 2>&1"
 
 
 rule echo_speedup:
+    """Steps/s of fixed-factor batch echoing and EchoOnStall across R (figure 9)."""
     output:
-        f"{OUT}/echo_speedup.csv",
+        SPEEDUP_CSV,
     log:
         f"{OUT}/logs/echo_speedup.log",
+    params:
+        python=PYTHON,
+        flags=flags(SPEEDUP),
+    threads: workflow.cores  # a timing benchmark: it runs alone
+    conda:
+        "../envs/suite.yaml"
     shell:
-        "python -m benchmarks.echo_speedup --out {output} > {log} 2>&1"
-
-
-rule echo_benchmarks:
-    input:
-        rules.echo_overhead.output,
-        rules.echo_speedup.output,
+        "{params.python} -m benchmarks.echo_speedup {params.flags} --out {output} > {log} 2>&1"
