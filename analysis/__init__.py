@@ -1,1 +1,29 @@
-"""Turns run records into tidy tables and the papers' figures (not implemented yet)."""
+"""Turns run records into tidy tables and the papers' figures.
+
+* `analysis.records`: validate run records against the run-record schema and aggregate them
+  into a runs table and an eval-curves table (``aggregate``, ``write_tables``).
+* `analysis.time_to_target`: time to target relative to the no-echo baseline
+  (``relative_to_baseline``) and its summary over seeds (``summarize``).
+* `analysis.reference`: the numbers the papers report (``load_reference``, ``for_figure``).
+* `analysis.figures`: one function per figure (``FIGURES``), ``CAPTIONS`` and ``save``.
+* ``python -m analysis``: the command line (``aggregate``, ``figure``, ``summary``).
+
+It reads records through the schema file and benchmark CSVs only: it imports neither
+``experiments``, ``echo``, ``sharing`` nor ``benchmarks``.
+"""
+
+from analysis.records import aggregate, load_record, read_curves, read_runs, write_tables
+from analysis.reference import for_figure, load_reference
+from analysis.time_to_target import relative_to_baseline, summarize
+
+__all__ = [
+    "aggregate",
+    "for_figure",
+    "load_record",
+    "load_reference",
+    "read_curves",
+    "read_runs",
+    "relative_to_baseline",
+    "summarize",
+    "write_tables",
+]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the project's virtual environment at .venv (reused when present) and install the
-# project with its pinned dependencies (requirements/constraints.txt), extras `tf` and `dev`.
+# project with its pinned dependencies (requirements/constraints.txt), extras `tf`, `dev` and `slurm`.
 # Re-running it is cheap: it reinstalls only when pyproject.toml or the pins changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,6 @@ wanted=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' '
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     echo "setup: installing into .venv (first time: a few minutes, torch is large)"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c requirements/constraints.txt -e ".[tf,dev]"
+        -c requirements/constraints.txt -e ".[tf,dev,slurm]"
     echo "$wanted" > "$stamp"
 fi

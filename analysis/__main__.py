@@ -1,0 +1,5 @@
+"""``python -m analysis``: see `analysis.cli`."""
+
+from analysis.cli import main
+
+main()

@@ -1,0 +1,219 @@
+"""Command line of the analysis package (``python -m analysis``).
+
+    python -m analysis aggregate --study insertion=results/runs/a.json results/runs/b.json \\
+        --study-file results/studies.json --runs-out results/runs.csv \\
+        --curves-out results/eval_curves.csv
+    python -m analysis figure fresh_by_echo_point --runs results/runs.csv \\
+        --curves results/eval_curves.csv --reference paper_figures/reference/papers.csv \\
+        --out paper_figures/fresh_by_echo_point.png
+    python -m analysis summary --runs results/runs.csv --out results/summary.csv --markdown
+
+Exit status 2: a wrong command line (unknown figure, an input the figure needs not given,
+an input file missing); 1: an input that cannot be read (a record breaking the schema, a
+table lacking columns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis._io import atomic_write
+from analysis.records import aggregate, read_curves, read_runs, write_tables
+from analysis.reference import load_reference
+from analysis.time_to_target import relative_to_baseline, summarize
+
+__all__ = ["main", "markdown_table", "parse_studies"]
+
+_MARKDOWN_COLUMNS = [
+    "study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size",
+    "n_reached", "n_runs", "fresh_rel_median", "steps_rel_median", "wall_rel_median",
+    "fresh_examples_to_target_median", "R_median", "best_metric_median",
+]  # fmt: skip
+
+
+def parse_studies(
+    study_args: Sequence[Sequence[str]], study_files: Sequence[str]
+) -> dict[str, list[str]]:
+    """Collect study name -> record paths from ``--study`` and ``--study-file`` options.
+
+    Args:
+        study_args: Each ``--study`` occurrence: ``["NAME=PATH", "PATH", ...]``.
+        study_files: JSON files, each an object mapping study name -> list of paths.
+
+    Returns:
+        Study -> paths, in the order given, a study named several times getting all of its
+        paths (each once).
+
+    Raises:
+        ValueError: A ``--study`` lacks ``NAME=``, or a study file is not such an object
+            (the message names the option or file).
+    """
+    studies: dict[str, list[str]] = {}
+
+    def add(name: str, paths: Sequence[str]) -> None:
+        listed = studies.setdefault(name, [])
+        listed.extend(path for path in paths if path not in listed)
+
+    for tokens in study_args:
+        name, _, first = tokens[0].partition("=")
+        if not name or "=" not in tokens[0]:
+            raise ValueError(f"--study must start with NAME=PATH, got {tokens[0]!r}")
+        add(name, [first, *tokens[1:]] if first else list(tokens[1:]))
+    for file in study_files:
+        try:
+            mapping = json.loads(Path(file).read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--study-file {file} is not valid JSON: {error}") from None
+        valid = isinstance(mapping, dict) and all(
+            isinstance(paths, list) and all(isinstance(p, str) for p in paths)
+            for paths in mapping.values()
+        )
+        if not valid:
+            raise ValueError(
+                f"--study-file {file} must hold a JSON object mapping study name -> list of "
+                "record paths"
+            )
+        for name, paths in mapping.items():
+            add(name, paths)
+    return studies
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A pipe table of ``table``: floats with 3 significant digits (counts of 1000 and more
+    in full), NaN as "-".
+
+    Args:
+        table: Any table.
+    """
+
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            if pd.isna(value):
+                return "-"
+            return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table.itertuples(False)]
+    return "\n".join(lines)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    from analysis.figures import FIGURES
+
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description="Aggregate run records, draw the papers' figures, summarize time to target.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("aggregate", help="run records -> runs and eval-curves CSVs")
+    build.add_argument(
+        "--study",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="NAME=PATH [PATH ...]",
+        help="a study and its record files (repeatable)",
+    )
+    build.add_argument(
+        "--study-file",
+        action="append",
+        default=[],
+        metavar="FILE.json",
+        help="JSON object: study name -> list of record paths (repeatable)",
+    )
+    build.add_argument("--runs-out", required=True, help="runs table to write (CSV)")
+    build.add_argument("--curves-out", required=True, help="eval-curves table to write (CSV)")
+    figure = commands.add_parser("figure", help="draw one figure as PNG and PDF")
+    figure.add_argument("name", choices=list(FIGURES), help="the figure")
+    figure.add_argument("--runs", help="runs CSV (from aggregate)")
+    figure.add_argument("--curves", help="eval-curves CSV (from aggregate)")
+    figure.add_argument("--sharing", help="shared_loading benchmark CSV")
+    figure.add_argument("--echo-speedup", help="echo_speedup benchmark CSV")
+    figure.add_argument("--reference", help="the papers' values (papers.csv); default: none")
+    figure.add_argument("--study", help="study to draw instead of the figure's default")
+    figure.add_argument("--out", required=True, help="PNG to write; the PDF goes next to it")
+    summary = commands.add_parser("summary", help="per-configuration summary table")
+    summary.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    summary.add_argument("--out", required=True, help="summary CSV to write")
+    summary.add_argument("--markdown", action="store_true", help="also print it as markdown")
+    return parser, {"aggregate": build, "figure": figure, "summary": summary}
+
+
+def _existing(parser: argparse.ArgumentParser, option: str, path: str) -> str:
+    if not Path(path).is_file():
+        parser.error(f"{option}: no such file: {path}")
+    return path
+
+
+def _aggregate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    try:
+        studies = parse_studies(
+            args.study, [_existing(parser, "--study-file", f) for f in args.study_file]
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    if not studies:
+        parser.error("aggregate needs at least one --study or --study-file")
+    for name, paths in studies.items():
+        for path in paths:
+            _existing(parser, f"--study {name}", path)
+    runs, curves = aggregate(studies)
+    write_tables(runs, curves, args.runs_out, args.curves_out)
+    print(f"wrote {args.runs_out} ({len(runs)} rows), {args.curves_out} ({len(curves)} rows)")
+
+
+def _figure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.figures import FIGURES, INPUTS, STUDIES, save
+
+    readers = {
+        "runs": read_runs,
+        "curves": read_curves,
+        "sharing": pd.read_csv,
+        "echo_speedup": pd.read_csv,
+    }
+    tables = {}
+    for name in INPUTS[args.name]:
+        option, path = "--" + name.replace("_", "-"), getattr(args, name)
+        if path is None:
+            parser.error(f"figure {args.name} needs {option}")
+        tables[name] = readers[name](_existing(parser, option, path))
+    if args.study is not None and args.name not in STUDIES:
+        parser.error(f"--study applies to the run-record figures {list(STUDIES)} only")
+    options = {} if args.study is None else {"study": args.study}
+    if args.reference is not None:
+        options["reference"] = load_reference(_existing(parser, "--reference", args.reference))
+    if not args.out.lower().endswith(".png"):
+        parser.error(f"--out must end in .png, got {args.out!r}")
+    png, pdf = save(FIGURES[args.name](**tables, **options), args.out)
+    print(f"wrote {png} and {pdf}")
+
+
+def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    table = summarize(relative_to_baseline(read_runs(_existing(parser, "--runs", args.runs))))
+    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
+    print(f"wrote {args.out} ({len(table)} configurations)")
+    if args.markdown:
+        print(markdown_table(table[_MARKDOWN_COLUMNS]))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line.
+
+    Args:
+        argv: The arguments. Default None: ``sys.argv[1:]``.
+    """
+    parser, commands = _parser()
+    args = parser.parse_args(argv)
+    command = {"aggregate": _aggregate, "figure": _figure, "summary": _summary}[args.command]
+    try:
+        command(commands[args.command], args)
+    except ValueError as error:
+        print(f"python -m analysis {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None

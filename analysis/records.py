@@ -1,0 +1,247 @@
+"""Run records (one JSON file per training run) into two tidy tables: runs and eval curves.
+
+A record is validated against ``experiments/schemas/run_record.schema.json``, read as a file:
+this package never imports ``experiments``. Runs are grouped into named studies (one figure
+each); a record may belong to several studies and then gives one row per study.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pandas as pd
+
+from analysis._io import atomic_write
+
+__all__ = [
+    "CURVE_COLUMNS",
+    "RUN_COLUMNS",
+    "SCHEMA_PATH",
+    "aggregate",
+    "load_record",
+    "read_curves",
+    "read_runs",
+    "write_tables",
+]
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "experiments/schemas/run_record.schema.json"
+
+RUN_COLUMNS = [
+    "study", "workload", "scale", "echo_point", "echo_factor", "shuffle_buffer", "seed",
+    "batch_size", "lr", "upstream_latency_ms", "upstream_latency_per", "upstream_cpu_ms",
+    "num_workers", "stop_at_target", "consume", "target_metric", "target_value",
+    "target_direction", "reached", "fresh_examples_to_target", "steps_to_target",
+    "wall_s_to_target", "final_fresh_examples", "final_steps", "final_wall_s", "max_fresh",
+    "best_metric", "R", "upstream_s_per_batch", "downstream_s_per_step", "config_hash", "record",
+]  # fmt: skip
+"""Columns of the runs table, in order (one row per study and record)."""
+
+CURVE_COLUMNS = [
+    "study", "config_hash", "seed", "workload", "echo_point", "echo_factor", "fresh_examples",
+    "steps", "wall_s", "metric", "record",
+]  # fmt: skip
+"""Columns of the eval-curves table, in order (one row per study, record and evaluation)."""
+
+_TEXT_COLUMNS = ["consume"]
+_BOOL_COLUMNS = ["stop_at_target", "reached"]
+_NULLABLE_COLUMNS = [
+    "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "R",
+    "upstream_s_per_batch", "downstream_s_per_step",
+]  # fmt: skip
+
+
+@functools.cache
+def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
+    schema = json.loads(schema_path.read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read one run record and check it against the run-record schema.
+
+    Args:
+        path: The record's JSON file.
+
+    Returns:
+        The record as a dict.
+
+    Raises:
+        ValueError: The file is not JSON or breaks the schema; the message names the file
+            and the failing field.
+    """
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"run record {path} is not valid JSON: {error}") from None
+    error = jsonschema.exceptions.best_match(_validator(SCHEMA_PATH).iter_errors(record))
+    if error is not None:
+        field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise ValueError(
+            f"run record {path} does not match {SCHEMA_PATH.name}: field {field}: {error.message}"
+        )
+    return record
+
+
+def _best(curve: list[dict[str, Any]], direction: str) -> float:
+    values = [row["metric"] for row in curve]
+    return max(values) if direction == "max" else min(values)
+
+
+def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
+    upstream, target, final, timing = (
+        record["upstream"],
+        record["target"],
+        record["final"],
+        record["timing"],
+    )
+    return {
+        "study": study,
+        "workload": record["workload"],
+        "scale": record["scale"],
+        "echo_point": record["echo_point"],
+        "echo_factor": float(record["echo_factor"]),
+        "shuffle_buffer": record["shuffle_buffer"],
+        "seed": record["seed"],
+        "batch_size": record["batch_size"],
+        "lr": record["hparams"]["lr"],
+        "upstream_latency_ms": float(upstream["latency_ms"]),
+        "upstream_latency_per": upstream["latency_per"],
+        "upstream_cpu_ms": float(upstream["cpu_ms"]),
+        "num_workers": record["num_workers"],
+        "stop_at_target": record.get("stop_at_target", True),
+        "consume": record.get("consume", ""),
+        "target_metric": target["metric"],
+        "target_value": float(target["value"]),
+        "target_direction": target["direction"],
+        "reached": record["reached"],
+        "fresh_examples_to_target": record["fresh_examples_to_target"],
+        "steps_to_target": record["steps_to_target"],
+        "wall_s_to_target": record["wall_s_to_target"],
+        "final_fresh_examples": final["fresh_examples"],
+        "final_steps": final["steps"],
+        "final_wall_s": final["wall_s"],
+        "max_fresh": record["budget"]["max_fresh"],
+        "best_metric": _best(record["eval_curve"], target["direction"]),
+        "R": timing["R"],
+        "upstream_s_per_batch": timing["upstream_s_per_batch"],
+        "downstream_s_per_step": timing["downstream_s_per_step"],
+        "config_hash": record["config_hash"],
+        "record": path,
+    }
+
+
+def _curve_rows(study: str, path: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+    fixed = {
+        "study": study,
+        "config_hash": record["config_hash"],
+        "seed": record["seed"],
+        "workload": record["workload"],
+        "echo_point": record["echo_point"],
+        "echo_factor": float(record["echo_factor"]),
+    }
+    measured = ("fresh_examples", "steps", "wall_s", "metric")
+    return [
+        {**fixed, **{key: row[key] for key in measured}, "record": path}
+        for row in record["eval_curve"]
+    ]
+
+
+def _typed(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    table = pd.DataFrame(rows, columns=columns)
+    for column in [c for c in _NULLABLE_COLUMNS if c in columns]:  # null -> NaN, not object
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+    for column in [c for c in _BOOL_COLUMNS if c in columns]:
+        table[column] = table[column].astype(bool)
+    return table
+
+
+def aggregate(
+    studies: Mapping[str, Sequence[str | os.PathLike[str]]],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read every study's records into the runs and eval-curves tables.
+
+    Args:
+        studies: Study name -> the record files that belong to it. A record listed under
+            several studies is read once and gives one row per study.
+
+    Returns:
+        ``(runs, eval_curves)``: ``runs`` has one row per (study, record) with the columns
+        ``RUN_COLUMNS``; ``eval_curves`` one row per (study, record, evaluation) with the
+        columns ``CURVE_COLUMNS``. Absent optional fields read as their defaults:
+        ``stop_at_target`` True, ``consume`` "". ``best_metric`` is the best metric over the
+        whole eval curve in the target's direction.
+
+    Raises:
+        ValueError: A record breaks the schema (the message names the file and field), or a
+            study name is empty.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    runs, curves = [], []
+    for study, paths in studies.items():
+        if not study:
+            raise ValueError("studies: a study name must be non-empty")
+        for path in map(str, paths):
+            if path not in records:
+                records[path] = load_record(path)
+            runs.append(_run_row(study, path, records[path]))
+            curves.extend(_curve_rows(study, path, records[path]))
+    return _typed(runs, RUN_COLUMNS), _typed(curves, CURVE_COLUMNS)
+
+
+def write_tables(
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    runs_csv: str | os.PathLike[str],
+    curves_csv: str | os.PathLike[str],
+) -> None:
+    """Write the two tables as CSV files, each atomically (temporary file, then rename).
+
+    Args:
+        runs: The runs table from ``aggregate``.
+        curves: The eval-curves table from ``aggregate``.
+        runs_csv: Where to write ``runs``.
+        curves_csv: Where to write ``curves``.
+    """
+    for table, path in ((runs, runs_csv), (curves, curves_csv)):
+        atomic_write(path, lambda temporary, table=table: table.to_csv(temporary, index=False))
+
+
+def _read(path: str | os.PathLike[str], columns: list[str]) -> pd.DataFrame:
+    table = pd.read_csv(path, dtype={column: str for column in _TEXT_COLUMNS})
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise ValueError(f"{path} lacks the columns {missing}; expected {columns}")
+    for column in [c for c in _TEXT_COLUMNS if c in columns]:
+        table[column] = table[column].fillna("")
+    return _typed(table.to_dict("records"), columns)
+
+
+def read_runs(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a runs table written by ``write_tables``, with its types restored.
+
+    Args:
+        path: The runs CSV.
+
+    Raises:
+        ValueError: A column of ``RUN_COLUMNS`` is missing.
+    """
+    return _read(path, RUN_COLUMNS)
+
+
+def read_curves(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read an eval-curves table written by ``write_tables``.
+
+    Args:
+        path: The eval-curves CSV.
+
+    Raises:
+        ValueError: A column of ``CURVE_COLUMNS`` is missing.
+    """
+    return _read(path, CURVE_COLUMNS)

@@ -1,0 +1,125 @@
+"""Time to target relative to the no-echo baseline, and its summary over seeds.
+
+The baseline of a configuration is the set of runs in the same study with
+``echo_point == "none"`` that share its ``BASELINE_KEY`` (workload, scale, batch size,
+upstream cost, workers, stop-at-target, consume endpoint and target). Shuffle buffer and
+learning rate are not in the key: baselines have no echo stage and so no echo shuffle buffer,
+and an echo configuration is compared with the baseline it replaces.
+
+Unreached runs: a run that did not reach the target has no time to target, so its relative
+values are NaN. ``summarize`` counts it in ``n_runs`` but not ``n_reached`` and leaves it out
+of the medians, minima and maxima; a configuration with ``n_reached == 0``, or whose baseline
+never reached the target, has NaN there. Figures show ``n_reached/n_runs`` where they differ.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = [
+    "BASELINE_KEY",
+    "CONFIG_KEY",
+    "RELATIVE",
+    "relative_to_baseline",
+    "summarize",
+]
+
+BASELINE_KEY = [
+    "study", "workload", "scale", "batch_size", "upstream_latency_ms", "upstream_latency_per",
+    "upstream_cpu_ms", "num_workers", "stop_at_target", "consume", "target_metric",
+    "target_value", "target_direction",
+]  # fmt: skip
+"""Columns a configuration shares with its baseline runs."""
+
+CONFIG_KEY = [
+    *BASELINE_KEY[:4],
+    "echo_point",
+    "echo_factor",
+    "shuffle_buffer",
+    "lr",
+    *BASELINE_KEY[4:],
+]
+"""Columns that identify one configuration (all its seeds) in ``summarize``."""
+
+RELATIVE = {
+    "fresh_rel": "fresh_examples_to_target",
+    "steps_rel": "steps_to_target",
+    "wall_rel": "wall_s_to_target",
+}
+"""Relative column -> the absolute column it divides by the baseline's median."""
+
+_SUMMARIZED_REACHED = [*RELATIVE, "fresh_examples_to_target", "wall_s_to_target"]
+_SUMMARIZED_ALL = ["R", "best_metric"]
+
+
+def _require(table: pd.DataFrame, columns: list[str], argument: str) -> None:
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise ValueError(f"{argument} lacks the columns {missing} (see analysis.records)")
+
+
+def relative_to_baseline(runs: pd.DataFrame) -> pd.DataFrame:
+    """Divide each run's time to target by its baseline's median.
+
+    Args:
+        runs: The runs table from ``analysis.records.aggregate``.
+
+    Returns:
+        ``runs`` with the columns ``fresh_rel``, ``steps_rel`` and ``wall_rel`` (the run's
+        fresh examples, steps and wall seconds to target over the median of its baseline's
+        reached runs; NaN if the run or every baseline run missed the target),
+        ``baseline_runs`` and ``baseline_reached`` (how many baseline runs there are and how
+        many reached the target) and ``baseline_R`` (their median measured R).
+
+    Raises:
+        ValueError: ``runs`` lacks a needed column.
+    """
+    _require(runs, [*BASELINE_KEY, *RELATIVE.values(), "echo_point", "reached", "R"], "runs")
+    baseline = runs[runs["echo_point"] == "none"]
+    grouped = baseline.groupby(BASELINE_KEY, dropna=False)
+    stats = grouped.agg(
+        baseline_runs=("reached", "size"),
+        baseline_reached=("reached", "sum"),
+        baseline_R=("R", "median"),
+    )
+    medians = baseline[baseline["reached"].astype(bool)].groupby(BASELINE_KEY, dropna=False)
+    medians = medians[list(RELATIVE.values())].median().add_prefix("median_")
+    stats = stats.join(medians).reset_index()
+    table = runs.merge(stats, on=BASELINE_KEY, how="left", validate="many_to_one")
+    for relative, absolute in RELATIVE.items():
+        value = table[absolute].where(table["reached"].astype(bool))
+        table[relative] = value / table.pop(f"median_{absolute}")
+    for count in ("baseline_runs", "baseline_reached"):
+        table[count] = table[count].fillna(0).astype(int)
+    return table
+
+
+def summarize(relative: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: seeds counted, and median, min and max over them.
+
+    Args:
+        relative: The table from ``relative_to_baseline``.
+
+    Returns:
+        One row per ``CONFIG_KEY`` with ``n_runs``, ``n_reached``, ``max_fresh``,
+        ``baseline_R`` and ``<q>_median``, ``<q>_min``, ``<q>_max`` for ``fresh_rel``,
+        ``steps_rel``, ``wall_rel``, ``fresh_examples_to_target`` and ``wall_s_to_target``
+        (over reached runs only) and for ``R`` and ``best_metric`` (over all runs).
+
+    Raises:
+        ValueError: ``relative`` lacks a needed column.
+    """
+    needed = [*CONFIG_KEY, *_SUMMARIZED_REACHED, *_SUMMARIZED_ALL, "max_fresh", "baseline_R"]
+    _require(relative, needed, "relative")
+    aggregations = {
+        "n_runs": ("reached", "size"),
+        "n_reached": ("reached", "sum"),
+        "max_fresh": ("max_fresh", "max"),
+        "baseline_R": ("baseline_R", "first"),
+    }
+    for quantity in [*_SUMMARIZED_REACHED, *_SUMMARIZED_ALL]:
+        for statistic in ("median", "min", "max"):
+            aggregations[f"{quantity}_{statistic}"] = (quantity, statistic)
+    summary = relative.groupby(CONFIG_KEY, dropna=False).agg(**aggregations).reset_index()
+    summary["n_reached"] = summary["n_reached"].astype(int)
+    return summary

@@ -1,0 +1,282 @@
+"""`analysis.figures` and ``python -m analysis``: every figure draws from the tidy tables and
+the committed benchmark CSVs, labels its axes, shows the papers' values and says what is
+missing; the command line writes tables, figures and the summary."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from test_analysis import make_record, synthetic_study, write_record
+
+from analysis import aggregate
+from analysis.cli import main
+from analysis.figures import FIGURES, INPUTS, save, sharing_cpu
+from analysis.figures._common import PAPER_LABEL
+from analysis.reference import REFERENCE_COLUMNS, load_reference
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks/reference"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("figure_records")
+    studies = synthetic_study(folder)
+    runs, curves = aggregate(studies)
+    return {
+        "runs": runs,
+        "curves": curves,
+        "sharing": pd.read_csv(BENCHMARKS / "shared_loading.csv"),
+        "echo_speedup": pd.read_csv(BENCHMARKS / "echo_speedup.csv"),
+        "studies": studies,
+    }
+
+
+def draw(name: str, inputs: dict, reference: pd.DataFrame | None = None, **options) -> Figure:
+    figure = FIGURES[name](*[inputs[table] for table in INPUTS[name]], reference, **options)
+    figure.savefig(io.BytesIO(), format="png", dpi=40)  # lays out and renders everything
+    return figure
+
+
+def legend_labels(figure: Figure) -> list[str]:
+    return [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+
+
+def texts(figure: Figure) -> str:
+    return " ".join(
+        [t.get_text() for t in figure.texts] + [t.get_text() for a in figure.axes for t in a.texts]
+    )
+
+
+def reference(**row) -> pd.DataFrame:
+    """A reference table with one row, read back as ``load_reference`` reads papers.csv;
+    extra numeric columns (``R``, ``shuffle_buffer``) as floats."""
+    columns = [*REFERENCE_COLUMNS, *(c for c in row if c not in REFERENCE_COLUMNS)]
+    table = load_reference(io.StringIO(pd.DataFrame([row], columns=columns).to_csv(index=False)))
+    extra = columns[len(REFERENCE_COLUMNS) :]
+    table[extra] = table[extra].astype(float)
+    return table
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_figure_draws_with_labelled_axes(name, inputs):
+    figure = draw(name, inputs)
+    drawn = [axes for axes in figure.axes if axes.get_visible() and axes.has_data()]
+    assert drawn
+    for axes in drawn:
+        assert axes.get_xlabel() and axes.get_ylabel(), (name, axes.get_title())
+    assert legend_labels(figure)
+
+
+MATCHING_ROWS = {
+    "fresh_by_echo_point": dict(
+        workload="cifar10_resnet", echo_point="after_batch", echo_factor=2, value=0.6
+    ),
+    "fresh_vs_echo_factor": dict(
+        workload="cifar10_resnet", echo_point="after_augment", echo_factor=4, value=0.35
+    ),
+    "wall_time_vs_echo_factor": dict(
+        workload="cifar10_resnet",
+        echo_point="after_batch",
+        echo_factor=4,
+        quantity="speedup",
+        value=3.25,
+        unit="x",
+    ),
+    "batch_size": dict(
+        workload="cifar10_resnet", echo_point="after_batch", batch_size=64, value=0.7
+    ),
+    "shuffle_buffer": dict(
+        workload="cifar10_resnet", echo_point="after_augment", shuffle_buffer=16, value=0.7
+    ),
+    "no_harm": dict(
+        workload="lm1b_transformer", echo_point="after_batch", echo_factor=2, value=3.9, unit="nats"
+    ),
+    "sharing_throughput": dict(consumers=4, quantity="per_consumer_vs_own", value=2, unit="x"),
+    "sharing_cpu": dict(workload="cpu", consumers=2, value=0.001, unit="CPU s/sample"),
+    "echo_on_stall": dict(R=4, value=3.5, unit="x"),
+}
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_a_reference_row_for_a_figure_is_drawn_as_paper(name, inputs):
+    row = {
+        "paper": "A et al.",
+        "location": "Fig. 9",
+        "our_figure": name,
+        "quantity": "q",
+        **MATCHING_ROWS[name],
+    }
+    figure = draw(name, inputs, reference(**row))
+    assert PAPER_LABEL in legend_labels(figure)
+    assert "Fig. 9" not in texts(figure)  # placed, so not in the footnote
+
+
+def test_unmatched_reference_rows_are_listed_under_the_figure(inputs):
+    rows = reference(
+        paper="Choi et al.",
+        location="Table 7",
+        our_figure="batch_size",
+        workload="imagenet_resnet",
+        batch_size=1024,
+        quantity="fresh_rel",
+        value=0.7,
+    )
+    figure = draw("batch_size", inputs, rows)
+    assert PAPER_LABEL not in legend_labels(figure)
+    assert "Table 7" in texts(figure) and "imagenet_resnet" in texts(figure)
+
+
+def test_reference_rows_of_other_figures_are_ignored(inputs):
+    rows = reference(paper="X", location="Fig. 2", our_figure="no_harm", value=1.0)
+    figure = draw("fresh_by_echo_point", inputs, rows)
+    assert PAPER_LABEL not in legend_labels(figure) and "Fig. 2" not in texts(figure)
+
+
+def test_missing_parts_are_noted_rather_than_crashing(inputs, tmp_path):
+    figure = draw("fresh_by_echo_point", inputs)  # the language model has no before_augment
+    assert "lm1b_transformer with before_augment" in texts(figure)
+    assert "2/3 reached" in texts(draw("fresh_vs_echo_factor", inputs))  # seed 2 at e = 16
+    lone = aggregate(
+        {
+            "insertion": [
+                write_record(
+                    tmp_path,
+                    make_record(echo_point="after_batch", echo_factor=2, fresh_to_target=900),
+                )
+            ]
+        }
+    )[0]
+    assert "no baseline" in texts(draw("fresh_by_echo_point", {**inputs, "runs": lone}))
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_a_figure_without_data_says_so(name, inputs):
+    empty = {key: table.iloc[:0] for key, table in inputs.items() if key != "studies"}
+    figure = draw(name, empty)
+    assert "no runs in study" in texts(figure).lower() or "has no rows" in texts(figure)
+    assert all(axes.get_xlabel() for axes in figure.axes if axes.get_visible())
+
+
+def test_unfinished_sharing_trials_are_marked(inputs):
+    figure = draw("sharing_throughput", inputs)  # tensorsocket, images, 4 consumers: 0 of 4
+    assert "did not finish (hollow)" in legend_labels(figure)
+    assert "did not finish" in texts(figure)
+
+
+def test_cpu_per_sample_uses_the_batch_size(inputs):
+    figure = draw("sharing_cpu", inputs, batch_size=32)
+    assert "32-sample batches" in figure.axes[0].get_ylabel()
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        sharing_cpu(inputs["sharing"], batch_size=0)
+    with pytest.raises(ValueError, match="sharing lacks the columns"):
+        sharing_cpu(inputs["sharing"].drop(columns="consumers_finished"))
+
+
+def test_save_writes_png_and_pdf_and_nothing_else(inputs, tmp_path):
+    png, pdf = save(draw("echo_on_stall", inputs), tmp_path / "figs" / "stall.png")
+    assert png.read_bytes().startswith(b"\x89PNG") and pdf.read_bytes().startswith(b"%PDF")
+    assert sorted(p.name for p in png.parent.iterdir()) == ["stall.pdf", "stall.png"]
+    with pytest.raises(ValueError, match=r"png_path must end in \.png"):
+        save(Figure(), tmp_path / "x.svg")
+
+
+def test_command_line_aggregates_draws_and_summarizes(inputs, tmp_path, capsys):
+    studies = {name: [str(p) for p in paths] for name, paths in inputs["studies"].items()}
+    study_file = tmp_path / "studies.json"
+    others = {k: v for k, v in studies.items() if k != "insertion"}
+    study_file.write_text(json.dumps({**others, "unused": []}))
+    first, *rest = studies["insertion"]
+    runs_csv, curves_csv = tmp_path / "results" / "runs.csv", tmp_path / "results" / "curves.csv"
+    main(
+        ["aggregate", "--study", f"insertion={first}", *rest[:5], "--study", f"insertion={rest[5]}",
+         *rest[6:], "--study-file", str(study_file), "--study-file", str(study_file),
+         "--runs-out", str(runs_csv), "--curves-out", str(curves_csv)]
+    )  # fmt: skip
+    assert len(pd.read_csv(runs_csv)) == len(inputs["runs"])
+    out = tmp_path / "figures" / "no_harm.png"
+    main(
+        [
+            "figure",
+            "no_harm",
+            "--runs",
+            str(runs_csv),
+            "--curves",
+            str(curves_csv),
+            "--out",
+            str(out),
+        ]
+    )
+    assert out.read_bytes().startswith(b"\x89PNG") and out.with_suffix(".pdf").is_file()
+    main(
+        [
+            "figure",
+            "sharing_cpu",
+            "--sharing",
+            str(BENCHMARKS / "shared_loading.csv"),
+            "--out",
+            str(tmp_path / "figures" / "sharing_cpu.png"),
+        ]
+    )
+    summary = tmp_path / "results" / "summary.csv"
+    main(["summary", "--runs", str(runs_csv), "--out", str(summary), "--markdown"])
+    table = pd.read_csv(summary)
+    assert {"n_runs", "n_reached", "fresh_rel_median", "wall_rel_max"} <= set(table.columns)
+    assert "| study | workload |" in capsys.readouterr().out
+
+
+def test_a_study_without_records_still_gives_tables_summary_and_figures(tmp_path, capsys):
+    study_file = tmp_path / "studies.json"
+    study_file.write_text(json.dumps({"insertion": [], "no_harm": []}))
+    runs_csv, curves_csv = tmp_path / "runs.csv", tmp_path / "curves.csv"
+    main(["aggregate", "--study-file", str(study_file), "--runs-out", str(runs_csv),
+          "--curves-out", str(curves_csv)])  # fmt: skip
+    out = tmp_path / "no_harm.png"
+    main(["figure", "no_harm", "--runs", str(runs_csv), "--curves", str(curves_csv),
+          "--out", str(out)])  # fmt: skip
+    main(["summary", "--runs", str(runs_csv), "--out", str(tmp_path / "summary.csv")])
+    assert out.is_file() and "(0 configurations)" in capsys.readouterr().out
+
+
+def test_command_line_errors_name_the_missing_option_or_bad_file(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["figure", "sharing_throughput", "--out", str(tmp_path / "x.png")])
+    assert exit_info.value.code == 2 and "--sharing" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "figure",
+                "no_harm",
+                "--runs",
+                str(tmp_path / "none.csv"),
+                "--curves",
+                "c.csv",
+                "--out",
+                str(tmp_path / "x.png"),
+            ]
+        )
+    assert exit_info.value.code == 2 and "--runs: no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["aggregate", "--study", "insertion", "--runs-out", "r", "--curves-out", "c"])
+    assert exit_info.value.code == 2 and "NAME=PATH" in capsys.readouterr().err
+    record = make_record()
+    record["reached"] = "yes"
+    bad = write_record(tmp_path, record)
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "aggregate",
+                "--study",
+                f"insertion={bad}",
+                "--runs-out",
+                str(tmp_path / "r.csv"),
+                "--curves-out",
+                str(tmp_path / "c.csv"),
+            ]
+        )
+    assert exit_info.value.code == 1
+    assert bad.name in capsys.readouterr().err and not (tmp_path / "r.csv").exists()
