@@ -7,6 +7,7 @@
         --curves results/eval_curves.csv --reference paper_figures/reference/papers.csv \\
         --out paper_figures/fresh_by_echo_point.png
     python -m analysis summary --runs results/runs.csv --out results/summary.csv --markdown
+    python -m analysis compare results .test-slurm/results
 
 Exit status 2: a wrong command line (unknown figure, an input the figure needs not given,
 an input file missing); 1: an input that cannot be read (a record breaking the schema, a
@@ -24,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._io import atomic_write
+from analysis.compare import compare_record_dirs
 from analysis.records import aggregate, read_curves, read_runs, write_tables
 from analysis.reference import load_reference
 from analysis.time_to_target import relative_to_baseline, summarize
@@ -143,7 +145,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     summary.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     summary.add_argument("--out", required=True, help="summary CSV to write")
     summary.add_argument("--markdown", action="store_true", help="also print it as markdown")
-    return parser, {"aggregate": build, "figure": figure, "summary": summary}
+    compare = commands.add_parser(
+        "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
+    )
+    compare.add_argument("first", help="an out_dir (records under first/records)")
+    compare.add_argument("second", help="another out_dir")
+    return parser, {"aggregate": build, "figure": figure, "summary": summary, "compare": compare}
 
 
 def _existing(parser: argparse.ArgumentParser, option: str, path: str) -> str:
@@ -203,6 +210,19 @@ def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         print(markdown_table(table[_MARKDOWN_COLUMNS]))
 
 
+def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    differences = compare_record_dirs(args.first, args.second)
+    for line in differences:
+        print(line)
+    if differences:
+        raise ValueError(
+            f"{len(differences)} records differ between {args.first} and "
+            f"{args.second} (timing fields aside)"
+        )
+    count = sum(1 for _ in Path(args.first, "records").rglob("*.json"))
+    print(f"{count} records agree (timing fields aside)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line.
 
@@ -211,7 +231,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     """
     parser, commands = _parser()
     args = parser.parse_args(argv)
-    command = {"aggregate": _aggregate, "figure": _figure, "summary": _summary}[args.command]
+    command = {
+        "aggregate": _aggregate,
+        "figure": _figure,
+        "summary": _summary,
+        "compare": _compare,
+    }[args.command]
     try:
         command(commands[args.command], args)
     except ValueError as error:

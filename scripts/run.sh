@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# Set up .venv and run the main job: the echo benchmarks (overhead of an idle echo stage,
-# and the training-step speedup of echoing when the input pipeline is the bottleneck) and
-# shared vs independent data loading.
-# Results: benchmarks/results/*.csv, with a summary printed.
+# Set up .venv and run the main job: the default study, `snakemake --cores N` (N: $CORES, else
+# every core). With the committed records in results/ nothing is retrained: the tables and
+# figures are rebuilt (under a minute). Arguments go to snakemake, e.g. to train the whole
+# study again into a new folder:
+#   scripts/run.sh --config out_dir=results/mine figures_dir=paper_figures/mine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}  # TensorFlow start-up banner
-mkdir -p benchmarks/results
-.venv/bin/python -m benchmarks.echo_overhead --out benchmarks/results/echo_overhead.csv
-.venv/bin/python -m benchmarks.echo_speedup --out benchmarks/results/echo_speedup.csv
-.venv/bin/python -m benchmarks.sharing --modes own shared \
-    --out benchmarks/results/shared_loading.csv
+exec .venv/bin/snakemake --cores "${CORES:-$(nproc)}" "$@"

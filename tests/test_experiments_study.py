@@ -19,7 +19,7 @@ def load(name: str) -> dict:
     return yaml.safe_load((ROOT / "config" / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "full.yaml", "paper.yaml"])
 def test_shipped_configs_are_valid(name):
     check_config(load(name), SCHEMA)
 

@@ -1,23 +1,5 @@
-rule install_tensorsocket:
-    """TensorSocket for the comparison (benchmark only; the project never imports it)."""
-    output:
-        directory(".bench-deps/tensorsocket"),
-    log:
-        f"{OUT}/logs/install_tensorsocket.log",
-    conda:
-        "../envs/suite.yaml"
-    shell:
-        "benchmarks/install_tensorsocket.sh > {log} 2>&1"
-
-
 rule sharing_benchmark:
     """Per-consumer throughput and CPU of independent vs shared loading (figures 7, 8)."""
-    input:
-        tensorsocket=(
-            rules.install_tensorsocket.output
-            if "tensorsocket" in SHARING.get("modes", ["tensorsocket"])
-            else []
-        ),
     output:
         SHARING_CSV,
     log:
@@ -25,12 +7,18 @@ rule sharing_benchmark:
     params:
         python=PYTHON,
         flags=flags(SHARING),
+        # TensorSocket for the comparison, installed beside the project (never imported by it)
+        install=(
+            "benchmarks/install_tensorsocket.sh &&"
+            if "tensorsocket" in SHARING.get("modes", ["tensorsocket"])
+            else ""
+        ),
     threads: workflow.cores  # a throughput benchmark: it runs alone
     conda:
         "../envs/suite.yaml"
     shell:
-        "TF_CPP_MIN_LOG_LEVEL=2 {params.python} -m benchmarks.sharing {params.flags}"
-        " --tensorsocket-path .bench-deps/tensorsocket --out {output} > {log} 2>&1"
+        "({params.install} TF_CPP_MIN_LOG_LEVEL=2 {params.python} -m benchmarks.sharing {params.flags}"
+        " --tensorsocket-path .bench-deps/tensorsocket --out {output}) > {log} 2>&1"
 
 
 rule echo_speedup:
