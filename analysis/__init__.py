@@ -6,7 +6,9 @@
   (``relative_to_baseline``) and its summary over seeds (``summarize``).
 * `analysis.reference`: the numbers the papers report (``load_reference``, ``for_figure``).
 * `analysis.figures`: one function per figure (``FIGURES``), ``CAPTIONS`` and ``save``.
-* ``python -m analysis``: the command line (``aggregate``, ``figure``, ``summary``).
+* `analysis.compare`: do two runs of a study agree, timing aside (``compare_record_dirs``)?
+* ``python -m analysis``: the command line (``aggregate``, ``figure``, ``summary``,
+  ``compare``).
 
 It reads records through the schema file and benchmark CSVs only: it imports neither
 ``experiments``, ``echo``, ``sharing`` nor ``benchmarks``.

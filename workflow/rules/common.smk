@@ -4,6 +4,8 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
+from analysis.figures import CAPTIONS, STUDIES
+
 OUT = config.get("out_dir", "results")
 FIGURES_DIR = config.get("figures_dir", "paper_figures")
 # The interpreter running Snakemake (the project's venv), or the rule's conda environment's.
@@ -40,14 +42,6 @@ def flags(options):
     return " ".join(parts)
 
 
-STUDY_FIGURES = {
-    "insertion": "fresh_by_echo_point",
-    "echo_factor": "fresh_vs_echo_factor",
-    "wall_time": "wall_time_vs_echo_factor",
-    "batch_size": "batch_size",
-    "shuffle_buffer": "shuffle_buffer",
-    "no_harm": "no_harm",
-}
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
 SPEEDUP_CSV = f"{OUT}/benchmarks/echo_speedup.csv"
 BENCHMARK_FIGURES = {
@@ -59,7 +53,7 @@ BENCHMARK_FIGURES = {
 
 def figure_names():
     """Figures the config asks for: one per study, and the benchmarks' when configured."""
-    names = [STUDY_FIGURES[study] for study in PLAN.studies]
+    names = [name for name, study in STUDIES.items() if study in PLAN.studies]
     names += [name for name, (key, _) in BENCHMARK_FIGURES.items() if key in config]
     return names
 
@@ -71,6 +65,4 @@ def figure_inputs(wildcards):
 
 
 def figure_caption(wildcards):
-    from analysis.figures import CAPTIONS
-
     return CAPTIONS[wildcards.name]
