@@ -188,6 +188,7 @@ def _study_runs(name: str, study: Mapping[str, Any], config: Mapping[str, Any]) 
     for workload in study["workloads"]:
         entry = {**study, **study.get("per_workload", {}).get(workload, {})}
         options = {**train, **(config.get("workloads", {}).get(workload) or {})}
+        workers = options.pop("num_workers", 0)  # part of the run's identity, not an option
         base = RunSpec(
             workload=workload,
             scale=config.get("scale", "cpu"),
@@ -199,7 +200,7 @@ def _study_runs(name: str, study: Mapping[str, Any], config: Mapping[str, Any]) 
             upstream_latency_ms=float(upstream.get("latency_ms", 0)),
             upstream_latency_per=upstream.get("latency_per", "example"),
             upstream_cpu_ms=float(upstream.get("cpu_ms", 0)),
-            num_workers=entry.get("num_workers", options.pop("num_workers", 0)),
+            num_workers=entry.get("num_workers", workers),
             stop_at_target=entry.get("stop_at_target", True),
             max_fresh=entry.get("max_fresh"),
             options=tuple(sorted(options.items())),

@@ -49,13 +49,7 @@ rule figure:
     params:
         python=PYTHON,
         caption=figure_caption,
-        tables=lambda wc, input: (
-            f"--sharing {input.csv}"
-            if wc.name.startswith("sharing")
-            else f"--echo-speedup {input.csv}"
-            if wc.name == "echo_on_stall"
-            else f"--runs {input.runs} --curves {input.curves}"
-        ),
+        tables=figure_tables,
     conda:
         "../envs/suite.yaml"
     shell:

@@ -4,7 +4,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from analysis.figures import CAPTIONS, STUDIES
+from analysis.figures import CAPTIONS, INPUTS, STUDIES
 
 OUT = config.get("out_dir", "results")
 FIGURES_DIR = config.get("figures_dir", "paper_figures")
@@ -44,24 +44,33 @@ def flags(options):
 
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
 SPEEDUP_CSV = f"{OUT}/benchmarks/echo_speedup.csv"
-BENCHMARK_FIGURES = {
-    "sharing_throughput": ("sharing", SHARING_CSV),
-    "sharing_cpu": ("sharing", SHARING_CSV),
-    "echo_on_stall": ("echo_speedup", SPEEDUP_CSV),
+# The tables a figure can be drawn from (analysis.figures.INPUTS names them per figure), and
+# for the benchmark CSVs the config section that asks for them.
+TABLES = {
+    "runs": f"{OUT}/runs.csv",
+    "curves": f"{OUT}/eval_curves.csv",
+    "sharing": SHARING_CSV,
+    "echo_speedup": SPEEDUP_CSV,
 }
 
 
 def figure_names():
     """Figures the config asks for: one per study, and the benchmarks' when configured."""
-    names = [name for name, study in STUDIES.items() if study in PLAN.studies]
-    names += [name for name, (key, _) in BENCHMARK_FIGURES.items() if key in config]
-    return names
+    return [
+        name
+        for name, tables in INPUTS.items()
+        if (STUDIES[name] in PLAN.studies if name in STUDIES else set(tables) <= set(config))
+    ]
 
 
 def figure_inputs(wildcards):
-    if wildcards.name in BENCHMARK_FIGURES:
-        return {"csv": BENCHMARK_FIGURES[wildcards.name][1]}
-    return {"runs": f"{OUT}/runs.csv", "curves": f"{OUT}/eval_curves.csv"}
+    return {table: TABLES[table] for table in INPUTS[wildcards.name]}
+
+
+def figure_tables(wildcards, input):
+    """``--runs results/runs.csv --curves ...``: the `python -m analysis figure` options."""
+    tables = INPUTS[wildcards.name]
+    return " ".join(f"--{table.replace('_', '-')} {input[table]}" for table in tables)
 
 
 def figure_caption(wildcards):
