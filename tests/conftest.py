@@ -31,6 +31,10 @@ def toy_workload(tmp_path_factory, monkeypatch):
     package.mkdir()
     (package / "__init__.py").write_text("")
     shutil.copy(Path(__file__).parent / "toy_workload.py", package / "toy.py")
+    # The project's own workloads register first, into the real registry: a module first
+    # imported while the copy below is in place would register only into the copy (and,
+    # cached by Python, never again), so later tests would not see it.
+    registry.discover()
     monkeypatch.setattr(registry, "_WORKLOADS", dict(registry._WORKLOADS))
     monkeypatch.syspath_prepend(str(root))
     registry.discover("toy_workloads")
