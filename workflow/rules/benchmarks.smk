@@ -13,7 +13,7 @@ rule sharing_benchmark:
             if "tensorsocket" in SHARING.get("modes", ["tensorsocket"])
             else ""
         ),
-    threads: workflow.cores  # a throughput benchmark: it runs alone
+    threads: ALONE  # a throughput benchmark: it runs alone
     conda:
         "../envs/suite.yaml"
     shell:
@@ -30,7 +30,7 @@ rule echo_speedup:
     params:
         python=PYTHON,
         flags=flags(SPEEDUP),
-    threads: workflow.cores  # a timing benchmark: it runs alone
+    threads: ALONE  # a timing benchmark: it runs alone
     conda:
         "../envs/suite.yaml"
     shell:

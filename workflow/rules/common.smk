@@ -11,6 +11,9 @@ FIGURES_DIR = config.get("figures_dir", "paper_figures")
 # The interpreter running Snakemake (the project's venv), or the rule's conda environment's.
 CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = "python" if CONDA else sys.executable
+# Threads of a job that must run alone: Snakemake scales a claim above --cores down to it, so
+# the job takes every core (unlike `workflow.cores`, this needs no --cores: --report, --lint).
+ALONE = 1024
 
 
 wildcard_constraints:
