@@ -177,6 +177,13 @@ def test_cpu_per_sample_uses_the_batch_size(inputs):
         sharing_cpu(inputs["sharing"].drop(columns="consumers_finished"))
 
 
+def test_the_same_tables_redraw_byte_identical_files(inputs, tmp_path):
+    first = save(draw("echo_on_stall", inputs), tmp_path / "a" / "stall.png")
+    again = save(draw("echo_on_stall", inputs), tmp_path / "b" / "stall.png")
+    for one, other in zip(first, again, strict=True):
+        assert one.read_bytes() == other.read_bytes()
+
+
 def test_save_writes_png_and_pdf_and_nothing_else(inputs, tmp_path):
     png, pdf = save(draw("echo_on_stall", inputs), tmp_path / "figs" / "stall.png")
     assert png.read_bytes().startswith(b"\x89PNG") and pdf.read_bytes().startswith(b"%PDF")

@@ -94,8 +94,13 @@ def save(figure: Figure, png_path: str | os.PathLike[str], *, dpi: int = 150) ->
     png = Path(png_path)
     if png.suffix.lower() != ".png":
         raise ValueError(f"png_path must end in .png, got {str(png_path)!r}")
-    for path, kind in ((png, "png"), (png.with_suffix(".pdf"), "pdf")):
+    # No creation date in the PDF: the same tables redraw byte-identical files.
+    outputs = ((png, "png", None), (png.with_suffix(".pdf"), "pdf", {"CreationDate": None}))
+    for path, kind, metadata in outputs:
         atomic_write(
-            path, lambda temporary, kind=kind: figure.savefig(temporary, format=kind, dpi=dpi)
+            path,
+            lambda temporary, kind=kind, metadata=metadata: figure.savefig(
+                temporary, format=kind, dpi=dpi, metadata=metadata
+            ),
         )
     return png, png.with_suffix(".pdf")
