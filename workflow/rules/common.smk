@@ -47,8 +47,8 @@ def flags(options):
 
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
 SPEEDUP_CSV = f"{OUT}/benchmarks/echo_speedup.csv"
-# The tables a figure can be drawn from (analysis.figures.INPUTS names them per figure), and
-# for the benchmark CSVs the config section that asks for them.
+# The tables a figure can be drawn from (analysis.figures.INPUTS names them per figure); a
+# benchmark table is there when the config has the section of the same name.
 TABLES = {
     "runs": f"{OUT}/runs.csv",
     "curves": f"{OUT}/eval_curves.csv",
