@@ -1,14 +1,17 @@
-"""Atomic file writes: readers (and an interrupted workflow) never see half a file."""
+"""Helpers for the package's files and tables: atomic writes (readers, and an interrupted
+workflow, never see half a file) and the check that a table has the columns it needs."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+import pandas as pd
+
+__all__ = ["atomic_write", "require_columns"]
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
@@ -33,3 +36,22 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
             os.remove(temporary)
         raise
     return path
+
+
+def require_columns(
+    table: pd.DataFrame, columns: Iterable[str], what: str, *, hint: str = ""
+) -> None:
+    """Raise ValueError when ``table`` lacks one of ``columns``.
+
+    Args:
+        table: The table.
+        columns: The columns it needs.
+        what: Names the table in the message (an argument, a file).
+        hint: Appended to the message. Default: nothing.
+
+    Raises:
+        ValueError: ``"<what> lacks the columns [...]<hint>"``.
+    """
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise ValueError(f"{what} lacks the columns {missing}{hint}")

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
-from analysis._io import atomic_write
+from analysis._io import atomic_write, require_columns
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -215,9 +215,7 @@ def write_tables(
 
 def _read(path: str | os.PathLike[str], columns: list[str]) -> pd.DataFrame:
     table = pd.read_csv(path, dtype={column: str for column in _TEXT_COLUMNS})
-    missing = [column for column in columns if column not in table.columns]
-    if missing:
-        raise ValueError(f"{path} lacks the columns {missing}; expected {columns}")
+    require_columns(table, columns, str(path), hint=f"; expected {columns}")
     for column in [c for c in _TEXT_COLUMNS if c in columns]:
         table[column] = table[column].fillna("")
     return _typed(table.to_dict("records"), columns)

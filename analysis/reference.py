@@ -12,6 +12,8 @@ import os
 
 import pandas as pd
 
+from analysis._io import require_columns
+
 __all__ = [
     "FIGURE_NAMES",
     "REFERENCE_COLUMNS",
@@ -73,9 +75,7 @@ def load_reference(path: str | os.PathLike[str] = REFERENCE_PATH) -> pd.DataFram
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:
         raise ValueError(f"reference table {path} is empty: it needs at least its header") from None
-    missing = [column for column in REFERENCE_COLUMNS if column not in table.columns]
-    if missing:
-        raise ValueError(f"reference table {path} lacks the columns {missing}")
+    require_columns(table, REFERENCE_COLUMNS, f"reference table {path}")
     for column in _NUMERIC:
         text = table[column].str.strip()
         numbers = pd.to_numeric(text.mask(text == ""), errors="coerce")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis._io import require_columns
+
 __all__ = [
     "BASELINE_KEY",
     "CONFIG_KEY",
@@ -50,12 +52,7 @@ RELATIVE = {
 
 _SUMMARIZED_REACHED = [*RELATIVE, "fresh_examples_to_target", "wall_s_to_target"]
 _SUMMARIZED_ALL = ["R", "best_metric"]
-
-
-def _require(table: pd.DataFrame, columns: list[str], argument: str) -> None:
-    missing = [column for column in columns if column not in table.columns]
-    if missing:
-        raise ValueError(f"{argument} lacks the columns {missing} (see analysis.records)")
+_HINT = " (see analysis.records)"
 
 
 def relative_to_baseline(runs: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +71,8 @@ def relative_to_baseline(runs: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: ``runs`` lacks a needed column.
     """
-    _require(runs, [*BASELINE_KEY, *RELATIVE.values(), "echo_point", "reached", "R"], "runs")
+    needed = [*BASELINE_KEY, *RELATIVE.values(), "echo_point", "reached", "R"]
+    require_columns(runs, needed, "runs", hint=_HINT)
     baseline = runs[runs["echo_point"] == "none"]
     grouped = baseline.groupby(BASELINE_KEY, dropna=False)
     stats = grouped.agg(
@@ -110,7 +108,7 @@ def summarize(relative: pd.DataFrame) -> pd.DataFrame:
         ValueError: ``relative`` lacks a needed column.
     """
     needed = [*CONFIG_KEY, *_SUMMARIZED_REACHED, *_SUMMARIZED_ALL, "max_fresh", "baseline_R"]
-    _require(relative, needed, "relative")
+    require_columns(relative, needed, "relative", hint=_HINT)
     aggregations = {
         "n_runs": ("reached", "size"),
         "n_reached": ("reached", "sum"),

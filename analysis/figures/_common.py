@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
+from analysis._io import require_columns as require
 from analysis.reference import describe
 from analysis.time_to_target import CONFIG_KEY, relative_to_baseline, summarize
 
@@ -73,13 +74,6 @@ def echo_style(point: str) -> dict[str, object]:
         "marker": _ECHO_MARKERS.get(point, "D"),
         "label": ECHO_LABELS.get(point, point),
     }
-
-
-def require(table: pd.DataFrame, columns: Iterable[str], argument: str) -> None:
-    """Raise ValueError naming ``argument`` when ``table`` lacks one of ``columns``."""
-    missing = [column for column in columns if column not in table.columns]
-    if missing:
-        raise ValueError(f"{argument} lacks the columns {missing}")
 
 
 def new_figure(
