@@ -42,6 +42,8 @@ SC_RUN_CONF=/run/slurm/conf
 
 sc_log() { printf '[slurm-cluster] %s\n' "$*" >&2; }
 sc_die() { printf '[slurm-cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+# The calling script's header comment (from line 2 up to `set -euo`) as its --help text.
+sc_usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
 # Print the last lines of a log file to stderr (used on failures).
 sc_tail() {

@@ -57,7 +57,7 @@ while [ "$#" -gt 0 ]; do
     --compare-with) compare_with="$2"; shift 2 ;;
     --compare-glob) compare_globs+=("$2"); shift 2 ;;
     -h | --help)
-      sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+      sc_usage
       exit 0
       ;;
     --) shift; break ;;

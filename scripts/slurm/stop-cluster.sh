@@ -26,7 +26,7 @@ for arg in "$@"; do
   case "$arg" in
     --purge) purge=1 ;;
     -h | --help)
-      sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+      sc_usage
       exit 0
       ;;
     *) sc_die "unknown argument: $arg (try --help)" ;;
