@@ -41,3 +41,24 @@ def toy_workload(tmp_path_factory, monkeypatch):
     yield "toy_blobs"
     for module in [m for m in sys.modules if m.split(".")[0] == "toy_workloads"]:
         del sys.modules[module]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line saying how many tests skipped because their data is not installed; also
+    written to $ECHO_DATA_SKIPS_FILE when set (scripts/test.sh repeats it at its very end)."""
+    from data_marks import DATA_MISSING
+
+    reasons = []
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith(DATA_MISSING):
+            reasons.append(reason.removeprefix(DATA_MISSING).strip())
+    if not reasons:
+        return
+    line = (
+        f"{len(reasons)} tests skipped because data is missing: {'; '.join(sorted(set(reasons)))}"
+    )
+    terminalreporter.write_line(line, yellow=True, bold=True)
+    if os.environ.get("ECHO_DATA_SKIPS_FILE"):
+        Path(os.environ["ECHO_DATA_SKIPS_FILE"]).write_text(line + "\n")

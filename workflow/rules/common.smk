@@ -1,13 +1,14 @@
 # Paths and lookups shared by the rules. PLAN (experiments.study.plan) maps every record path
 # of the studies to the run that writes it.
+import shlex
 import sys
 
 from snakemake.settings.types import DeploymentMethod
 
 from analysis.figures import CAPTIONS, INPUTS, STUDIES
 
-OUT = config.get("out_dir", "results")
-FIGURES_DIR = config.get("figures_dir", "paper_figures")
+OUT = config["out_dir"]
+FIGURES_DIR = config["figures_dir"]
 # The interpreter running Snakemake (the project's venv), or the rule's conda environment's.
 CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = "python" if CONDA else sys.executable
@@ -29,7 +30,7 @@ def record_paths():
 
 def run_args(wildcards, output):
     """`python -m experiments.run` arguments of the run that writes ``output[0]``."""
-    return " ".join(PLAN.runs[output[0]].args())
+    return shlex.join(PLAN.runs[output[0]].args())
 
 
 SHARING = config.get("sharing", {})
