@@ -1,10 +1,12 @@
 """Time to target relative to the no-echo baseline, and its summary over seeds.
 
 The baseline of a configuration is the set of runs in the same study with
-``echo_point == "none"`` that share its ``BASELINE_KEY`` (workload, scale, batch size,
-upstream cost, workers, stop-at-target, consume endpoint and target). Shuffle buffer and
-learning rate are not in the key: baselines have no echo stage and so no echo shuffle buffer,
-and an echo configuration is compared with the baseline it replaces.
+``echo_point == "none"`` that share its ``BASELINE_KEY``: the identity fields whose role is
+``baseline`` in `experiments.identity` (workload, scale, batch size, upstream cost, workers,
+stop-at-target, consume endpoint) and the target. The echo settings, budget and
+hyper-parameters are not in the key: baselines have no echo stage, and an echo configuration
+(tuned or not) is compared with the baseline it replaces. A configuration (``CONFIG_KEY``) is
+every identity field but the seed and the budget.
 
 Unreached runs: a run that did not reach the target has no time to target, so its relative
 values are NaN. ``summarize`` counts it in ``n_runs`` but not ``n_reached`` and leaves it out
@@ -17,6 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis._io import require_columns
+from experiments.identity import identity_columns
 
 __all__ = [
     "BASELINE_KEY",
@@ -26,20 +29,17 @@ __all__ = [
     "summarize",
 ]
 
-BASELINE_KEY = [
-    "study", "workload", "scale", "batch_size", "upstream_latency_ms", "upstream_latency_per",
-    "upstream_cpu_ms", "num_workers", "stop_at_target", "consume", "target_metric",
-    "target_value", "target_direction",
-]  # fmt: skip
+_TARGET = ["target_metric", "target_value", "target_direction"]
+
+BASELINE_KEY = ["study", *identity_columns("baseline"), *_TARGET]
 """Columns a configuration shares with its baseline runs."""
 
 CONFIG_KEY = [
-    *BASELINE_KEY[:4],
-    "echo_point",
-    "echo_factor",
-    "shuffle_buffer",
-    "lr",
-    *BASELINE_KEY[4:],
+    "study",
+    *identity_columns("baseline"),
+    *identity_columns("echo"),
+    "hparams",
+    *_TARGET,
 ]
 """Columns that identify one configuration (all its seeds) in ``summarize``."""
 

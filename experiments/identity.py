@@ -29,13 +29,16 @@ from echo.points import ECHO_POINTS
 __all__ = [
     "DEVICES",
     "LATENCY_PER",
+    "ROLES",
     "SCALES",
     "Defaults",
     "FieldError",
     "RunOptions",
     "RunSpec",
+    "identity_columns",
     "identity_hash",
     "parse_number",
+    "run_columns",
 ]
 
 SCALES: tuple[str, ...] = ("cpu", "paper")
@@ -46,6 +49,11 @@ LATENCY_PER: tuple[str, ...] = ("example", "batch")
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 """``auto`` trains on CUDA when a device is present, else on the CPU."""
+
+ROLES: tuple[str, ...] = ("baseline", "echo", "budget", "hparams", "seed")
+"""What an identity field is to the analysis: shared by a configuration and its no-echo
+baseline; the echo settings; the budget (evaluation interval and cap); the hyper-parameters;
+the seed. A configuration is every field but the seed."""
 
 CONSUMER_ECHO_POINTS: tuple[str, ...] = ("none", "after_batch")
 """A consumer of a shared loader receives augmented batches: only batch echoing is left."""
@@ -130,6 +138,7 @@ def _opt(
     record: tuple[str, ...] | None = None,
     in_path: Callable[[Any], str | None] | None = None,
     omit: Any = MISSING,
+    role: str | None = None,
     default: Any = MISSING,
     **kwargs: Any,
 ) -> Any:
@@ -143,10 +152,11 @@ def _opt(
         in_path: ``in_path(spec, name)`` gives the field's part of the run id (`_part`);
             None: the field has no part.
         omit: A resolved value the record leaves out (the record field is then absent).
+        role: What the field is to the analysis, one of `ROLES` (None: not an identity field).
         default: The field's default.
     """
     metadata = {"help": help, "parse": parse, "choices": choices, "record": record}
-    metadata.update(in_path=in_path, omit=omit)
+    metadata.update(in_path=in_path, omit=omit, role=role)
     return field(default=default, metadata=metadata, **kwargs)
 
 
@@ -290,15 +300,21 @@ class RunSpec(_Options):
         ValueError: A bad value or combination; the message names the field and what is valid.
     """
 
-    workload: str = _opt("registered workload", record=("workload",))
+    workload: str = _opt("registered workload", record=("workload",), role="baseline")
     scale: str = _opt(
-        "workload scale", choices=SCALES, record=("scale",), in_path=_part(""), default="cpu"
+        "workload scale",
+        choices=SCALES,
+        record=("scale",),
+        in_path=_part(""),
+        role="baseline",
+        default="cpu",
     )
     echo_point: str = _opt(
         "echo insertion point (none: no echo stage)",
         choices=("none", *ECHO_POINTS),
         record=("echo_point",),
         in_path=_part(""),
+        role="echo",
         default="none",
     )
     echo_factor: float = _opt(
@@ -306,6 +322,7 @@ class RunSpec(_Options):
         parse=parse_number(float, 1),
         record=("echo_factor",),
         in_path=_part("e"),
+        role="echo",
         default=1.0,
     )
     shuffle_buffer: int = _opt(
@@ -313,6 +330,7 @@ class RunSpec(_Options):
         parse=parse_number(int, 0),
         record=("shuffle_buffer",),
         in_path=_part("sb"),
+        role="echo",
         default=0,
     )
     batch_size: int | None = _opt(
@@ -320,6 +338,7 @@ class RunSpec(_Options):
         parse=parse_number(int, 1),
         record=("batch_size",),
         in_path=_part("bs", show=lambda v, s: "default" if v is None else str(v)),
+        role="baseline",
         default=None,
     )
     upstream_latency_ms: float = _opt(
@@ -327,12 +346,14 @@ class RunSpec(_Options):
         parse=parse_number(float, 0),
         record=("upstream", "latency_ms"),
         in_path=_part("lat", when=bool, show=lambda v, s: f"{_num(v)}per{s.upstream_latency_per}"),
+        role="baseline",
         default=0.0,
     )
     upstream_latency_per: str = _opt(
         "latency paid per example read, or once per batch_size reads",
         choices=LATENCY_PER,
         record=("upstream", "latency_per"),
+        role="baseline",
         default="example",
     )
     upstream_cpu_ms: float = _opt(
@@ -340,6 +361,7 @@ class RunSpec(_Options):
         parse=parse_number(float, 0),
         record=("upstream", "cpu_ms"),
         in_path=_part("cpu", when=bool),
+        role="baseline",
         default=0.0,
     )
     num_workers: int = _opt(
@@ -347,6 +369,7 @@ class RunSpec(_Options):
         parse=parse_number(int, 0),
         record=("num_workers",),
         in_path=_part("w", when=bool),
+        role="baseline",
         default=0,
     )
     max_fresh: int | None = _opt(
@@ -354,6 +377,7 @@ class RunSpec(_Options):
         parse=parse_number(int, 1),
         record=("budget", "max_fresh"),
         in_path=_part("budget", when=bool),
+        role="budget",
         default=None,
     )
     eval_every_fresh: int | None = _opt(
@@ -361,21 +385,15 @@ class RunSpec(_Options):
         parse=parse_number(int, 1),
         record=("budget", "eval_every_fresh"),
         in_path=_part("ev", when=bool),
+        role="budget",
         default=None,
     )
     hparams: tuple[tuple[str, Any], ...] = _opt(
         "override another hyper-parameter of the workload; repeatable",
         record=("hparams",),
         in_path=_part("hp", when=bool, show=lambda v, s: _short_hash(v)),
+        role="hparams",
         default=(),
-    )
-    consume: str | None = _opt(
-        "train on the batches a sharing producer serves at ENDPOINT (unix:@NAME or "
-        "unix:/PATH) instead of an own pipeline; echo point none or after_batch",
-        record=("consume",),
-        in_path=_part("consume", when=bool, show=lambda v, s: _short_hash(v)),
-        omit=None,
-        default=None,
     )
     stop_at_target: bool = _opt(
         "train on to the fresh-example budget after reaching the target (default: stop at "
@@ -383,10 +401,25 @@ class RunSpec(_Options):
         record=("stop_at_target",),
         in_path=_part("full", when=lambda v: not v, show=lambda v, s: ""),
         omit=True,
+        role="baseline",
         default=True,
     )
+    consume: str | None = _opt(
+        "train on the batches a sharing producer serves at ENDPOINT (unix:@NAME or "
+        "unix:/PATH) instead of an own pipeline; echo point none or after_batch",
+        record=("consume",),
+        in_path=_part("consume", when=bool, show=lambda v, s: _short_hash(v)),
+        omit=None,
+        role="baseline",
+        default=None,
+    )
     seed: int = _opt(
-        "seed", parse=parse_number(int, 0), record=("seed",), in_path=_part("seed"), default=0
+        "seed",
+        parse=parse_number(int, 0),
+        record=("seed",),
+        in_path=_part("seed"),
+        role="seed",
+        default=0,
     )
 
     def __post_init__(self) -> None:
@@ -547,3 +580,38 @@ class RunOptions(_Options):
     device: str = _opt("where to train", choices=DEVICES, default="auto")
     threads: int = _opt("torch threads", parse=parse_number(int, 1), default=1)
     data_dir: str | None = _opt("the workload's data folder", parse=str, default=None)
+
+
+def identity_columns(role: str) -> list[str]:
+    """The run-table columns of the identity fields with ``role`` (one of `ROLES`), in order.
+
+    ``hparams`` is two columns: ``lr`` and ``hparams`` (all of them, as canonical JSON).
+    """
+    if role not in ROLES:
+        raise ValueError(f"role={role!r} is not valid; use one of {', '.join(ROLES)}")
+    names = [f.name for f in fields(RunSpec) if f.metadata["role"] == role]
+    return [c for n in names for c in (("lr", "hparams") if n == "hparams" else (n,))]
+
+
+def run_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A run record's identity as flat run-table columns (`identity_columns` of every role).
+
+    Args:
+        record: A run record (or `RunSpec.resolve`'s result).
+
+    Returns:
+        Field name -> value; an absent ``consume`` is ``""``; ``hparams`` gives ``lr`` and
+        ``hparams`` (canonical JSON of all the run's hyper-parameters).
+    """
+    columns: dict[str, Any] = {}
+    for f in fields(RunSpec):
+        value = _get(record, f.metadata["record"], f.metadata["omit"])
+        if f.name == "hparams":
+            columns["lr"] = value["lr"]
+            value = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        elif f.name == "consume":
+            value = value or ""
+        elif f.name in ("echo_factor", "upstream_latency_ms", "upstream_cpu_ms"):
+            value = float(value)
+        columns[f.name] = value
+    return columns
