@@ -24,9 +24,22 @@ def load(name: str) -> dict:
     return yaml.safe_load((ROOT / "config" / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "full.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml"])
 def test_shipped_configs_are_valid(name):
     check_config(load(name), SCHEMA)
+
+
+def test_full_is_an_overlay_of_the_default_study():
+    """``--configfile config/config.yaml config/full.yaml``: Snakemake's own merge."""
+    from snakemake.utils import update_config
+
+    config = load("config.yaml")
+    update_config(config, load("full.yaml"))
+    full = plan(checked(config))
+    default = plan(checked(load("config.yaml")))
+    assert set(default.runs) < set(full.runs)
+    added = {full.runs[path].spec.echo_factor for path in set(full.runs) - set(default.runs)}
+    assert added == {16.0}
 
 
 def checked(config: dict) -> dict:

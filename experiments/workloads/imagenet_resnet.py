@@ -6,7 +6,7 @@ of the source), then random-resized-crop + horizontal flip.
 
 * ``cpu`` scale: a small bottleneck ResNet on 30,000 Fashion-MNIST training images upscaled to
   64x64 and stored as JPEG (made once from Debian's ``dataset-fashion-mnist`` in the cache
-  folder), crops of 48x48; evaluated on 2,000 test images.
+  folder), crops of 32x32 (``image_size``); evaluated on 2,000 test images.
 * ``paper`` scale: torchvision's ResNet-50 (no pretrained weights) on ``--data-dir``'s
   ``train/`` and ``val/`` ImageFolder trees, crops of 224x224.
 """
