@@ -18,12 +18,16 @@ import argparse
 import itertools
 import statistics
 import time
+from collections.abc import Callable, Iterable
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from benchmarks.common import machine_note, print_table, write_csv
 from echo.torch import Echo, EchoOnStall
+
+SPEEDUP_COLUMNS = ("steps_per_s", "speedup_vs_e1", "ideal_speedup", "fraction_of_ideal")
+"""The columns `speedups` gives each case, besides its mode and factor."""
 
 
 class SlowUpstream(IterableDataset):
@@ -73,14 +77,75 @@ class ComputeStep:
             self.a @ self.a
 
 
-def steps_per_second(batches, step: ComputeStep, steps: int) -> float:
-    """Steps/s over ``steps`` steps, timed from the first batch (worker start-up excluded)."""
+def steps_per_second(
+    batches: Iterable,
+    step: Callable,
+    steps: int,
+    *,
+    warmup: int = 1,
+    finish: Callable[[], None] | None = None,
+) -> float:
+    """Steps/s over ``steps`` steps, timed after ``warmup`` steps (worker start-up excluded).
+
+    Args:
+        batches: Iterable of batches; iterated afresh.
+        step: Called with each batch.
+        steps: Timed steps.
+        warmup: Steps before the clock starts. Default 1.
+        finish: Called before each clock reading, e.g. to wait for queued device work.
+            Default None.
+    """
     iterator = iter(batches)
-    step(next(iterator))
+    for batch in itertools.islice(iterator, warmup):
+        step(batch)
+    if finish is not None:
+        finish()
     start = time.perf_counter()
     for batch in itertools.islice(iterator, steps):
         step(batch)
+    if finish is not None:
+        finish()
     return steps / (time.perf_counter() - start)
+
+
+def echo_cases(loader: Iterable, factors: Iterable[int], max_factor: int) -> dict[tuple, object]:
+    """``(mode, factor) -> iterable of batches`` over ``loader``: batch echoing at each of
+    ``factors`` (``batch_echo``) and `EchoOnStall` capped at ``max_factor``."""
+    cases: dict[tuple, object] = {("batch_echo", float(f)): Echo(loader, f) for f in factors}
+    cases[("echo_on_stall", float(max_factor))] = EchoOnStall(loader, max_factor=max_factor)
+    return cases
+
+
+def median_rates(cases: dict[tuple, object], rounds: int, rate: Callable) -> dict[tuple, float]:
+    """Median over ``rounds`` of ``rate(batches)`` for each case; rounds interleave the cases,
+    so drift hits every case alike."""
+    rates: dict[tuple, list[float]] = {key: [] for key in cases}
+    for _ in range(rounds):
+        for key, batches in cases.items():
+            rates[key].append(rate(batches))
+    return {key: statistics.median(values) for key, values in rates.items()}
+
+
+def speedups(rate: dict[tuple, float], measured_ratio: float) -> list[dict]:
+    """One row per echo case of ``rate`` (``in_memory`` left out): its steps/s, its speedup
+    over ``("batch_echo", 1.0)`` and the ideal min(e, R) for R = ``measured_ratio``."""
+    base = rate[("batch_echo", 1.0)]
+    rows = []
+    for (mode, factor), value in rate.items():
+        if mode == "in_memory":
+            continue
+        ideal = min(factor, max(measured_ratio, 1.0))
+        rows.append(
+            {
+                "mode": mode,
+                "factor": factor,
+                "steps_per_s": value,
+                "speedup_vs_e1": value / base,
+                "ideal_speedup": ideal,
+                "fraction_of_ideal": value / base / ideal,
+            }
+        )
+    return rows
 
 
 def cases_for(ratio: float, step_s: float, args: argparse.Namespace) -> dict[tuple, object]:
@@ -91,15 +156,10 @@ def cases_for(ratio: float, step_s: float, args: argparse.Namespace) -> dict[tup
         num_workers=1,
         prefetch_factor=2,
     )
-    cases: dict[tuple, object] = {
-        ("in_memory", 1.0): itertools.repeat(torch.zeros(args.batch_size, 16))
+    return {
+        ("in_memory", 1.0): itertools.repeat(torch.zeros(args.batch_size, 16)),
+        **echo_cases(loader, args.factors, args.max_factor),
     }
-    for factor in args.factors:
-        cases[("batch_echo", float(factor))] = Echo(loader, factor)
-    cases[("echo_on_stall", float(args.max_factor))] = EchoOnStall(
-        loader, max_factor=args.max_factor
-    )
-    return cases
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -110,31 +170,22 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for ratio in args.ratios:
         cases = cases_for(ratio, step_s, args)
-        rates: dict[tuple, list[float]] = {key: [] for key in cases}
-        for _ in range(args.rounds):  # rounds interleaved: drift hits every case alike
-            for key, batches in cases.items():
-                rates[key].append(steps_per_second(batches, step, args.steps))
-        rate = {key: statistics.median(values) for key, values in rates.items()}
+        rate = median_rates(
+            cases, args.rounds, lambda batches: steps_per_second(batches, step, args.steps)
+        )
         # R as run: the upstream's (exact) wait per batch over the step time of the same
         # training loop fed from memory (no input pipeline at all).
         measured_ratio = ratio * step_s * rate[("in_memory", 1.0)]
-        base = rate[("batch_echo", 1.0)]
-        for (mode, factor), value in rate.items():
-            if mode == "in_memory":
-                continue
-            ideal = min(factor, max(measured_ratio, 1.0))
+        for case in speedups(rate, measured_ratio):
             rows.append(
                 {
                     "upstream_ratio_R": ratio,
                     "measured_R": measured_ratio,
-                    "mode": mode,
-                    "factor": factor,
+                    "mode": case["mode"],
+                    "factor": case["factor"],
                     "steps": args.steps,
                     "rounds": args.rounds,
-                    "steps_per_s": value,
-                    "speedup_vs_e1": value / base,
-                    "ideal_speedup": ideal,
-                    "fraction_of_ideal": value / base / ideal,
+                    **{key: case[key] for key in SPEEDUP_COLUMNS},
                     "in_memory_steps_per_s": rate[("in_memory", 1.0)],
                     "upstream": args.upstream,
                     "step_ms": args.step_ms,
@@ -143,8 +194,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                 }
             )
             print(
-                f"R={ratio:<4} (as run {measured_ratio:.2f}) {mode:<14} e={factor:<4} "
-                f"{value:7.1f} steps/s x{value / base:.2f} (ideal x{ideal:.2f})",
+                f"R={ratio:<4} (as run {measured_ratio:.2f}) {case['mode']:<14} "
+                f"e={case['factor']:<4} {case['steps_per_s']:7.1f} steps/s "
+                f"x{case['speedup_vs_e1']:.2f} (ideal x{case['ideal_speedup']:.2f})",
                 flush=True,
             )
     return rows
