@@ -1,0 +1,277 @@
+"""Shared loading on one GPU, the TensorSocket paper's setting: N collocated training processes,
+each training a torchvision model on JPEG crops made on the CPU.
+
+Modes, each trial in its own process tree:
+
+* ``own``: every training process has its own DataLoader with ``--workers`` processes;
+* ``shared``: one `sharing.Producer` runs one DataLoader with ``N * --workers`` processes (the
+  same CPU workers in all) and serves every batch to all N trainers as CUDA tensors through
+  CUDA IPC (``device="cuda"``; on a CPU-only machine, through shared memory);
+* ``in_memory`` (N = 1 only): one trainer fed one batch from device memory, the GPU's own
+  ceiling, to show that the loaders above are the bottleneck (CPU-bound).
+
+Images are JPEG files generated into a temporary ImageFolder (removed afterwards), decoded,
+random-resized-cropped and flipped by the ``imagenet_resnet`` workload's augmentation; the
+step is ``--arch`` (ResNet-18) at ``--image-size`` (224) under bf16 autocast. Trainers wait
+for each other after their warm-up steps, then time ``--steps`` steps. Per-process steps/s,
+their sum (aggregate), and the CPU cores busy over the timed window (every process of the
+trial, read from /proc) are reported, with the aggregate relative to ``own`` at the same N.
+
+    python -m benchmarks.gpu_sharing --device cuda --out benchmarks/results/gpu_sharing.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import multiprocessing as mp
+import os
+import signal
+import tempfile
+import threading
+import time
+
+import torch
+
+from benchmarks.common import machine_note, print_table, write_csv
+from benchmarks.jpeg_training import JpegCrops, TrainStep, endless, jpeg_loader, write_jpeg_folder
+from experiments.devices import describe
+from experiments.procstat import TreeCpu
+
+# Trainers and the producer are forked: this process never touches CUDA (not even to ask
+# whether it is there), so each child initialises it afresh.
+FORK = mp.get_context("fork")
+MODES = ("own", "shared", "in_memory")
+GOAL = (2, 1.9)  # N=2 sharing trainers: at least 1.9x the aggregate of 2 with own loaders
+
+
+class CpuTimeline(threading.Thread):
+    """CPU seconds of a process tree, sampled every ``interval_s`` with their times, so the
+    cores busy between two moments can be read afterwards."""
+
+    def __init__(self, root: int, interval_s: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.tree, self.interval_s = TreeCpu(root), interval_s
+        self.points: list[tuple[float, float]] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.interval_s):
+            self.tree.sample()
+            self.points.append((time.monotonic(), self.tree.total))
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def cores_busy(self, start: float, end: float) -> float:
+        """Mean CPU cores busy between monotonic times ``start`` and ``end``."""
+        times = [t for t, _ in self.points]
+        first = max(0, bisect.bisect_left(times, start) - 1)
+        last = min(len(times) - 1, bisect.bisect_right(times, end))
+        if last <= first:
+            return float("nan")
+        (t0, cpu0), (t1, cpu1) = self.points[first], self.points[last]
+        return (cpu1 - cpu0) / (t1 - t0)
+
+
+def _train(batches, args, barrier, report, name) -> None:
+    """Warm up, wait for the other trainers, time ``args.steps`` steps; report the window."""
+    torch.set_num_threads(1)
+    step = TrainStep(args.arch, args.device)
+    iterator = iter(batches)
+    for batch in itertools.islice(iterator, args.warmup):
+        step(batch)
+    step.finish()
+    barrier.wait(timeout=args.trial_timeout)
+    start = time.monotonic()
+    done = 0
+    for batch in itertools.islice(iterator, args.steps):
+        step(batch)
+        done += 1
+    step.finish()
+    report.put((name, done, start, time.monotonic(), describe(step.device)))
+
+
+def _dataset(args):
+    return JpegCrops(args.root, args.image_size)
+
+
+def own_trainer(args, barrier, report, name) -> None:
+    loader = jpeg_loader(
+        _dataset(args), args.batch_size, args.workers, pin_memory=args.device == "cuda"
+    )
+    _train(endless(loader), args, barrier, report, name)
+
+
+def in_memory_trainer(args, barrier, report, name) -> None:
+    images, labels = next(iter(jpeg_loader(_dataset(args), args.batch_size, 0)))
+    batch = (images.to(args.device), labels.to(args.device))
+    _train(itertools.repeat(batch), args, barrier, report, name)
+
+
+def shared_producer(args, endpoint, trainers) -> None:
+    from sharing import Producer
+
+    torch.set_num_threads(1)
+    cuda = args.device == "cuda"
+    loader = jpeg_loader(_dataset(args), args.batch_size, args.workers * trainers, pin_memory=cuda)
+    # Serves until the trial ends it with SIGTERM, like a long-running shared loader.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    with Producer(
+        loader, endpoint=endpoint, epochs=None, wait_for=trainers, device="cuda" if cuda else None
+    ) as producer:
+        producer.serve()
+
+
+def shared_trainer(args, endpoint, barrier, report, name) -> None:
+    from sharing import Consumer
+
+    with Consumer(endpoint, connect_timeout_s=60) as consumer:
+        _train(endless(consumer), args, barrier, report, name)
+
+
+def trial(mode: str, trainers: int, args, report) -> None:
+    """One (mode, N) trial; runs in its own process, so its CPU is countable."""
+    barrier = FORK.Barrier(trainers)
+    helpers = []
+    if mode == "shared":
+        endpoint = f"unix:@gpu-sharing-{os.getpid()}"
+        helpers.append(FORK.Process(target=shared_producer, args=(args, endpoint, trainers)))
+        targets = [(shared_trainer, (args, endpoint, barrier, report, i)) for i in range(trainers)]
+    else:
+        trainer = own_trainer if mode == "own" else in_memory_trainer
+        targets = [(trainer, (args, barrier, report, i)) for i in range(trainers)]
+    processes = [FORK.Process(target=t, args=a) for t, a in targets]
+    for process in helpers + processes:
+        process.start()
+    deadline = time.monotonic() + args.trial_timeout
+    for process in processes:
+        process.join(max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for helper in helpers:
+        helper.terminate()
+        helper.join(10)
+        if helper.is_alive():
+            helper.kill()
+            helper.join()
+
+
+def run_trial(mode: str, trainers: int, args) -> dict:
+    report = FORK.Queue()
+    started = time.perf_counter()
+    process = FORK.Process(target=trial, args=(mode, trainers, args, report))
+    process.start()
+    timeline = CpuTimeline(process.pid)
+    timeline.start()
+    process.join()
+    timeline.stop()
+    results = []
+    while len(results) < trainers:
+        try:
+            results.append(report.get(timeout=1))
+        except Exception:
+            break
+    rates = [done / (end - start) for _, done, start, end, _ in results if done]
+    window = (min(r[2] for r in results), max(r[3] for r in results)) if results else (0, 0)
+    aggregate = sum(rates) if len(rates) == trainers else 0.0
+    workers = args.workers * trainers if mode != "in_memory" else 0
+    return {
+        "mode": mode,
+        "trainers": trainers,
+        "workers_per_trainer": args.workers if mode == "own" else 0,
+        "loader_workers": workers,
+        "arch": args.arch,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "steps": args.steps,
+        "trainers_finished": sum(r[1] == args.steps for r in results),
+        "per_trainer_steps_per_s": sum(rates) / len(rates) if rates else 0.0,
+        "slowest_trainer_steps_per_s": min(rates) if len(rates) == trainers else 0.0,
+        "aggregate_steps_per_s": aggregate,
+        "aggregate_images_per_s": aggregate * args.batch_size,
+        "cores_busy": timeline.cores_busy(*window) if results else float("nan"),
+        "wall_s": time.perf_counter() - started,
+        "device": results[0][4] if results else args.device,
+        "machine": machine_note(),
+    }
+
+
+def with_ratios(rows: list[dict]) -> None:
+    """Set each row's ``aggregate_vs_own``: its aggregate over ``own``'s at the same N."""
+    own = {r["trainers"]: r["aggregate_steps_per_s"] for r in rows if r["mode"] == "own"}
+    for row in rows:
+        base = own.get(row["trainers"])
+        row["aggregate_vs_own"] = row["aggregate_steps_per_s"] / base if base else float("nan")
+
+
+def goal_line(rows: list[dict]) -> str:
+    """Whether N=2 sharing trainers reached the goal over N=2 with own loaders, in words."""
+    trainers, factor = GOAL
+    found = {r["mode"]: r for r in rows if r["trainers"] == trainers}
+    if "own" not in found or "shared" not in found or not found["own"]["aggregate_steps_per_s"]:
+        return f"goal (N={trainers} shared >= {factor}x own): not measured"
+    ratio = found["shared"]["aggregate_steps_per_s"] / found["own"]["aggregate_steps_per_s"]
+    verdict = "met" if ratio >= factor else "NOT met"
+    return f"goal (N={trainers} shared >= {factor}x own): {verdict}, measured {ratio:.2f}x"
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="(cuda)")
+    parser.add_argument("--trainers", type=int, nargs="+", default=[1, 2, 4], help="N (1 2 4)")
+    parser.add_argument(
+        "--modes", nargs="+", default=list(MODES), choices=list(MODES), help="modes (all)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="loader workers per trainer (2)")
+    parser.add_argument("--arch", default="resnet18", help="torchvision model (resnet18)")
+    parser.add_argument("--batch-size", type=int, default=128, help="images per batch (128)")
+    parser.add_argument("--image-size", type=int, default=224, help="crop side (224)")
+    parser.add_argument("--images", type=int, default=1024, help="JPEG files generated (1024)")
+    parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (8)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per trainer (30)")
+    parser.add_argument("--trial-timeout", type=float, default=150.0, help="seconds (150)")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gpu-sharing-") as root:
+        args.root = write_jpeg_folder(root, args.images)
+        for trainers in args.trainers:
+            for mode in args.modes:
+                if mode == "in_memory" and trainers != 1:
+                    continue
+                row = run_trial(mode, trainers, args)
+                rows.append(row)
+                with_ratios(rows)
+                write_csv(rows, args.out)  # after each trial: a run cut short keeps its rows
+                print(
+                    f"{mode:<9} N={trainers} {row['per_trainer_steps_per_s']:7.2f} steps/s per "
+                    f"trainer, aggregate {row['aggregate_images_per_s']:8.1f} images/s, "
+                    f"{row['cores_busy']:.1f} cores busy, "
+                    f"{row['trainers_finished']}/{trainers} finished",
+                    flush=True,
+                )
+    print()
+    print_table(
+        rows,
+        [
+            "mode",
+            "trainers",
+            "loader_workers",
+            "per_trainer_steps_per_s",
+            "aggregate_images_per_s",
+            "aggregate_vs_own",
+            "cores_busy",
+            "trainers_finished",
+        ],
+    )
+    print(goal_line(rows))
+    print(f"wrote {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
