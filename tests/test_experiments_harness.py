@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from experiments.devices import to_device
-from experiments.harness import RunConfig, run
+from experiments.harness import Run, RunConfig, run
 from experiments.identity import RunOptions, RunSpec
 from experiments.record import validate, write_record
 from experiments.run import main
@@ -240,6 +240,25 @@ def test_cuda_run_trains_on_the_gpu(tmp_path, toy_workload):
     )
     validate(record)
     assert record["device"].startswith("cuda") and record["reached"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_run_trains_the_model_on_cuda_batches(toy_workload):
+    prepared = Run(
+        RunConfig(RunSpec(workload=toy_workload, num_workers=1), RunOptions(device="cuda"))
+    )
+    assert all(parameter.is_cuda for parameter in prepared.model.parameters())
+    devices, train_step = set(), prepared.workload.train_step
+
+    def recording_step(model, optimizer, batch):
+        devices.update(tensor.device.type for tensor in batch)
+        return train_step(model, optimizer, batch)
+
+    prepared.workload.train_step = recording_step
+    record = prepared.execute(progress=False)
+    assert record["reached"] and devices == {"cuda"}
+    assert record["timing"]["downstream_s_per_step"] > 0
 
 
 def test_invalid_record_is_not_written(tmp_path, toy_workload):

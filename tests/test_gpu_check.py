@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -38,8 +39,9 @@ def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
     ]
     assert "144 training jobs, 144 with gpu=1, 144 on cuda" in log
 
-    tests = (tmp_path / "gpu-tests.xml").read_text()
-    assert 'skipped="3"' in tests and 'failures="0"' in tests and 'errors="0"' in tests
+    suite = ElementTree.parse(tmp_path / "gpu-tests.xml").getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "0")
+    assert int(suite.get("tests")) == int(suite.get("skipped")) >= 7  # no CUDA here: all skip
 
     sharing = rows(tmp_path / "gpu_sharing.csv")
     assert [(r["mode"], r["trainers"]) for r in sharing] == [
