@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--factors", type=int, nargs="+", default=[1, 2, 4], help="batch echo factors (1 2 4)"
     )
     parser.add_argument("--max-factor", type=int, default=4, help="EchoOnStall cap (4)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per case (30)")
+    parser.add_argument("--steps", type=int, default=24, help="timed steps per case (24)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per case; median (2)")
     parser.add_argument("--threads", type=int, default=4, help="torch threads (4)")
     args = parser.parse_args(argv)

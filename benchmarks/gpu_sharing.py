@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--batch-size", type=int, default=128, help="images per batch (128)")
     parser.add_argument("--image-size", type=int, default=224, help="crop side (224)")
     parser.add_argument("--images", type=int, default=1024, help="JPEG files generated (1024)")
-    parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (8)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per trainer (30)")
+    parser.add_argument("--warmup", type=int, default=6, help="untimed steps first (6)")
+    parser.add_argument("--steps", type=int, default=24, help="timed steps per trainer (24)")
     parser.add_argument("--trial-timeout", type=float, default=150.0, help="seconds (150)")
     args = parser.parse_args(argv)
     rows = []

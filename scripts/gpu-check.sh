@@ -115,8 +115,9 @@ step setup - setup
 step plan - plan
 tests=(tests/)
 [ "$dry" = 0 ] || tests=(tests/test_sharing_cuda.py tests/test_experiments_harness.py)
-step tests 150 "$python" -m pytest -p no:cacheprovider -m gpu -ra --continue-on-collection-errors \
-    --junitxml "$out/gpu-tests.xml" "${tests[@]}"
+# Each test at most 45 s: a hung one fails alone and the others still run.
+step tests 120 "$python" -m pytest -p no:cacheprovider -m gpu -ra --timeout 45 \
+    --continue-on-collection-errors --junitxml "$out/gpu-tests.xml" "${tests[@]}"
 if [ "$dry" = 1 ]; then
     step sharing 90 "$python" -m benchmarks.gpu_sharing --device cpu --out "$out/gpu_sharing.csv" \
         --trainers 1 2 --workers 1 --arch resnet18 --batch-size 4 --image-size 32 --images 16 \
@@ -130,10 +131,12 @@ if [ "$dry" = 1 ]; then
                    "lm1b_transformer": {"vocab_size": 512, "eval_windows": 8},
                    "common_crawl_transformer": {"vocab_size": 512, "eval_windows": 8}}'
 else
+    # Limits: 120 + 150 + 80 + 140 s, with setup (~20 s, unlimited) 8.5 minutes at worst;
+    # expected about 6.
     step sharing 150 "$python" -m benchmarks.gpu_sharing --device cuda \
-        --out "$out/gpu_sharing.csv" --trial-timeout 60
-    step echo 90 "$python" -m benchmarks.gpu_echo --device cuda --out "$out/gpu_echo.csv"
-    step paper 150 "$python" -m benchmarks.paper_smoke --device cuda --steps 200 \
+        --out "$out/gpu_sharing.csv" --trial-timeout 45
+    step echo 80 "$python" -m benchmarks.gpu_echo --device cuda --out "$out/gpu_echo.csv"
+    step paper 140 "$python" -m benchmarks.paper_smoke --device cuda --steps 150 \
         --out "$out/paper_smoke.csv"
 fi
 echo
