@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SOURCE_KEY", "STATE_KEYS", "check_state", "make_state"]
+from echo.core import EchoCounts
+
+__all__ = ["SOURCE_KEY", "STATE_KEYS", "check_state", "delivered_counts", "make_state"]
 
 STATE_KEYS = ("epoch", "position", "fresh", "emitted")
 """The integer fields of every stage's state."""
@@ -64,3 +66,41 @@ def check_state(state: object, owner: str) -> dict[str, Any]:
                 f"(a state has the keys {', '.join(STATE_KEYS)})"
             )
     return state
+
+
+def _is_stage_state(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(value.get(key), int) and not isinstance(value.get(key), bool)
+        for key in STATE_KEYS
+    )
+
+
+def delivered_counts(loader_state: dict[str, Any]) -> EchoCounts:
+    """The counts behind the batches a loader has delivered, read from its saved state.
+
+    `echo.torch.Echo`'s ``fresh`` / ``emitted`` include what DataLoader workers have
+    prefetched. torchdata's ``StatefulDataLoader`` saves each worker's stage state as of the
+    latest batch it delivered (with its default ``snapshot_every_n_steps=1``), so summing
+    those gives the exact counts at the point of training::
+
+        counts = delivered_counts(loader.state_dict())
+
+    Args:
+        loader_state: A ``StatefulDataLoader.state_dict()`` (or any nesting of stage states).
+
+    Returns:
+        `EchoCounts` summed over every stage state found (nested states are not descended
+        into once a stage state is found).
+    """
+    total = EchoCounts()
+    pending: list[Any] = [loader_state]
+    while pending:
+        value = pending.pop()
+        if _is_stage_state(value):
+            total.fresh += value["fresh"]
+            total.emitted += value["emitted"]
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+    return total

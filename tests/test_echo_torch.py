@@ -178,3 +178,10 @@ def test_nothing_is_left_in_dev_shm():
     ids(DataLoader(stage, batch_size=5, num_workers=2))
     del stage
     assert set(os.listdir("/dev/shm")) - before == set()
+
+
+def test_seed_none_draws_one_seed_for_the_whole_stage():
+    stage = Echo(list(range(50)), 1.5, shuffle_buffer=4, seed=None)
+    assert isinstance(stage.seed, int)
+    out = ids(DataLoader(stage, batch_size=5, num_workers=2))
+    check_echoed_multiset(list(range(50)), out, 1.5)  # one seed: one permutation for all
