@@ -109,7 +109,9 @@ def test_variable_shape_elements_take_the_per_element_path():
 
 def test_chunked_path_gives_the_papers_flat_map_output():
     """Fixed-shape elements are chunked; the order is that of the per-element flat_map."""
-    paper = tf.data.Dataset.range(1000).flat_map(lambda t: tf.data.Dataset.from_tensors(t).repeat(3))
+    paper = tf.data.Dataset.range(1000).flat_map(
+        lambda t: tf.data.Dataset.from_tensors(t).repeat(3)
+    )
     assert tf_ids(1000, 3, 0, seed=5) == [int(x) for x in paper.as_numpy_iterator()]
     check_echoed_multiset(list(range(1000)), tf_ids(1000, 1.5, 0, seed=5), 1.5)
 
