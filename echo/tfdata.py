@@ -170,7 +170,7 @@ def echo(
     def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
         cardinality = int(dataset.cardinality())
         chunk = _chunk_size(dataset.element_spec)
-        chunked = chunk > 1 and factor > 1
+        chunked = chunk > 1 and (factor > 1 or counter is not None)
         per_element_counter = counter if not chunked else None
         if per_element_counter is not None:
             dataset = dataset.map(_counting(per_element_counter._fresh))
