@@ -15,7 +15,7 @@ from test_analysis import make_record, synthetic_study, write_record
 
 from analysis import aggregate
 from analysis.cli import main
-from analysis.figures import FIGURES, INPUTS, save, sharing_cpu
+from analysis.figures import get, names, save
 from analysis.figures._common import PAPER_LABEL
 from analysis.reference import REFERENCE_COLUMNS, load_reference
 
@@ -37,7 +37,8 @@ def inputs(tmp_path_factory):
 
 
 def draw(name: str, inputs: dict, reference: pd.DataFrame | None = None, **options) -> Figure:
-    figure = FIGURES[name](*[inputs[table] for table in INPUTS[name]], reference, **options)
+    spec = get(name)
+    figure = spec.draw(*[inputs[table] for table in spec.inputs], reference, **options)
     figure.savefig(io.BytesIO(), format="png", dpi=40)  # lays out and renders everything
     return figure
 
@@ -62,7 +63,7 @@ def reference(**row) -> pd.DataFrame:
     return table
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_every_figure_draws_with_labelled_axes(name, inputs):
     figure = draw(name, inputs)
     drawn = [axes for axes in figure.axes if axes.get_visible() and axes.has_data()]
@@ -102,7 +103,7 @@ MATCHING_ROWS = {
 }
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_a_reference_row_for_a_figure_is_drawn_as_paper(name, inputs):
     row = {
         "paper": "A et al.",
@@ -154,7 +155,7 @@ def test_missing_parts_are_noted_rather_than_crashing(inputs, tmp_path):
     assert "no baseline" in texts(draw("fresh_by_echo_point", {**inputs, "runs": lone}))
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_a_figure_without_data_says_so(name, inputs):
     empty = {key: table.iloc[:0] for key, table in inputs.items() if key != "studies"}
     figure = draw(name, empty)
@@ -171,6 +172,7 @@ def test_unfinished_sharing_trials_are_marked(inputs):
 def test_cpu_per_sample_uses_the_batch_size(inputs):
     figure = draw("sharing_cpu", inputs, batch_size=32)
     assert "32-sample batches" in figure.axes[0].get_ylabel()
+    sharing_cpu = get("sharing_cpu").draw
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         sharing_cpu(inputs["sharing"], batch_size=0)
     with pytest.raises(ValueError, match="sharing lacks the columns"):
