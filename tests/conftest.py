@@ -41,3 +41,24 @@ def toy_workload(tmp_path_factory, monkeypatch):
     yield "toy_blobs"
     for module in [m for m in sys.modules if m.split(".")[0] == "toy_workloads"]:
         del sys.modules[module]
+
+
+@pytest.fixture
+def toy_figure(tmp_path_factory, monkeypatch):
+    """Register a throwaway figure the way a user adds one: one new module, named after the
+    figure, in a package of figures found by discovery. Yields its name; the registry is
+    restored afterwards."""
+    from analysis.figures import _registry
+
+    root = tmp_path_factory.mktemp("toy_figure")
+    package = root / "toy_figures"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    shutil.copy(Path(__file__).parent / "toy_figure.py", package / "toy_figure.py")
+    _registry.discover()  # the project's own figures register into the real registry first
+    monkeypatch.setattr(_registry, "_FIGURES", dict(_registry._FIGURES))
+    monkeypatch.syspath_prepend(str(root))
+    _registry.discover("toy_figures")
+    yield "toy_figure"
+    for module in [m for m in sys.modules if m.split(".")[0] == "toy_figures"]:
+        del sys.modules[module]
