@@ -16,10 +16,11 @@ from test_analysis import make_record, synthetic_study, write_record
 from analysis import aggregate
 from analysis.cli import main
 from analysis.figures import get, names, save
-from analysis.figures._common import PAPER_LABEL
+from analysis.figures._common import BASELINE_UNREACHED, ECHO_POINTS, PAPER_LABEL
 from analysis.reference import REFERENCE_COLUMNS, load_reference
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks/reference"
+SCHEMA = "experiments/schemas/run_record.schema.json"
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +290,84 @@ def test_command_line_errors_name_the_missing_option_or_bad_file(tmp_path, capsy
         )
     assert exit_info.value.code == 1
     assert bad.name in capsys.readouterr().err and not (tmp_path / "r.csv").exists()
+
+
+@pytest.fixture
+def unreached_baseline(tmp_path):
+    """Runs of every relative-value study where the CIFAR baseline never reached the target
+    (its echo runs did) and the language model's did; and the runs CSV."""
+    records = []
+    for seed in range(3):
+        records.append(make_record(seed=seed, fresh_to_target=None))
+        records += [
+            make_record(echo_point=p, echo_factor=2, seed=seed, fresh_to_target=1400)
+            for p in ("after_batch", "after_augment", "before_augment")
+        ]
+        records.append(make_record("lm1b_transformer", seed=seed, fresh_to_target=2000))
+        records.append(
+            make_record("lm1b_transformer", "after_batch", 2, seed=seed, fresh_to_target=1400)
+        )
+    paths = [write_record(tmp_path, record) for record in records]
+    studies = ["insertion", "echo_factor", "wall_time", "batch_size", "shuffle_buffer"]
+    runs = aggregate({study: paths for study in studies})[0]
+    csv = tmp_path / "runs.csv"
+    runs.to_csv(csv, index=False)
+    return runs, csv
+
+
+UNREACHED = (
+    "baseline never reached the target: cifar10_resnet, batch size 32 in study insertion "
+    "(accuracy >= 0.8 in 0 of 3 runs, up to 4,000 fresh examples); its 3 echo "
+    "configurations have no relative values"
+)
+
+
+def test_the_summary_names_a_baseline_that_never_reached_the_target(
+    unreached_baseline, tmp_path, capsys
+):
+    main(["summary", "--runs", str(unreached_baseline[1]), "--out", str(tmp_path / "s.csv")])
+    lines = capsys.readouterr().out.splitlines()
+    assert UNREACHED in lines
+    assert not any("lm1b_transformer" in line for line in lines)
+
+
+def _inside(axes, text) -> bool:
+    box = text.get_window_extent()
+    frame = axes.get_window_extent()
+    return frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1
+
+
+@pytest.mark.parametrize(
+    "name", ["fresh_by_echo_point", "fresh_vs_echo_factor", "wall_time_vs_echo_factor",
+             "batch_size", "shuffle_buffer"]
+)  # fmt: skip
+def test_a_baseline_that_never_reached_the_target_is_said_in_words(unreached_baseline, name):
+    figure = draw(name, {"runs": unreached_baseline[0]})
+    footnote = " ".join(texts(figure).split())  # finish wraps the notes
+    assert UNREACHED[1:].replace("insertion", get(name).study) in footnote
+    cifar = [a for a in figure.axes if a.get_visible() and "cifar10_resnet" in a.get_title()]
+    for axes in cifar or figure.axes[:1]:
+        notes = [t for t in axes.texts if BASELINE_UNREACHED in t.get_text().replace("\n", " ")]
+        assert len(notes) == 1 and _inside(axes, notes[0])
+        assert "no baseline" not in [t.get_text() for t in axes.texts]
+        assert all(_inside(axes, t) for t in axes.texts)  # e.g. "not reached (0/3)"
+
+
+def test_a_bar_figure_keeps_the_slot_of_a_workload_without_bars(unreached_baseline):
+    figure = draw("fresh_by_echo_point", {"runs": unreached_baseline[0]})
+    axes = figure.axes[0]
+    low, high = axes.get_xlim()
+    assert low <= -0.4 and high >= 1.4  # both workloads' slots, though CIFAR has no bar
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == [
+        "cifar10_resnet",
+        "lm1b_transformer",
+    ]
+
+
+def test_the_echo_points_are_echos_in_plotting_order():
+    """analysis does not import echo (see test_analysis); its order is stated, and checked."""
+    import echo
+
+    schema = json.loads((Path(__file__).parents[1] / SCHEMA).read_text())
+    assert ("none", *reversed(echo.ECHO_POINTS)) == ECHO_POINTS
+    assert set(ECHO_POINTS) == set(schema["properties"]["echo_point"]["enum"])
