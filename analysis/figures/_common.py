@@ -21,7 +21,6 @@ from analysis.time_to_target import BASELINE_KEY, CONFIG_KEY
 
 __all__ = [
     "BASELINE_UNREACHED",
-    "ECHO_LABELS",
     "ECHO_POINTS",
     "NOTE_BOX",
     "PAPER_CAPTION",
@@ -36,7 +35,6 @@ __all__ = [
     "mark_unreached",
     "matching",
     "new_figure",
-    "note_baseline_unreached",
     "note_on",
     "one_config_each",
     "panel",
@@ -57,8 +55,6 @@ ECHO_POINTS = tuple(_ECHO_STYLES)
 stage), then echo's insertion points from the batch back towards storage, which is
 ``echo.ECHO_POINTS`` (pipeline order, storage first) reversed. analysis does not import
 echo; a test checks the two agree."""
-ECHO_LABELS = {point: label for point, (label, _, _) in _ECHO_STYLES.items()}
-"""Echo point -> its name in legends."""
 _ORDER = {point: i for i, point in enumerate(ECHO_POINTS)}
 _DASHES = ["-", "--", ":", "-."]
 PAPER_LABEL = "paper (reported)"
@@ -172,7 +168,7 @@ def mark_unreached(
     "not reached" (or "no baseline") at the bottom where the value is missing.
 
     Rows whose baseline never reached the target (``baseline_reached`` 0, see
-    ``Sheet.summary``) get no label: the panel says it once (`note_baseline_unreached`).
+    ``Sheet.summary``) get no label: ``draw_lines`` says it once per panel.
     """
     bottom = axes.get_xaxis_transform()
     for position, (_, row) in zip(x, rows.iterrows(), strict=True):
@@ -208,7 +204,7 @@ def mark_unreached(
             )
 
 
-def note_baseline_unreached(axes: Axes, rows: pd.DataFrame, x_column: str) -> None:
+def _note_baseline_unreached(axes: Axes, rows: pd.DataFrame, x_column: str) -> None:
     """Say in the middle of ``axes`` that the baseline of ``rows`` never reached the target
     (when it did not), naming the ``x_column`` values concerned when the baselines differ
     along x (batch size)."""
@@ -355,7 +351,7 @@ def draw_lines(
         x = group[x_column].to_numpy(float) * 2 ** (dodge * (k - (len(groups) - 1) / 2))
         draw_median(axes, x, group, quantity, **style)
         mark_unreached(axes, x, group, quantity, style["color"])
-    note_baseline_unreached(axes, rows, x_column)
+    _note_baseline_unreached(axes, rows, x_column)
 
 
 def _legend(figure: Figure) -> None:
