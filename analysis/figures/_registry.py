@@ -110,7 +110,9 @@ def figure(
     The function takes a `Sheet` (its tables checked, the study, the reference rows of this
     figure, a list of notes) and its own keyword-only options, and returns the figure; the
     registered ``draw`` takes the tables themselves and adds the legend, the notes and the
-    reference rows nothing placed (`analysis.figures._common.finish`).
+    reference rows nothing placed (`analysis.figures._common.finish`). The function's
+    docstring is the registered ``draw``'s: it documents the tables, ``reference``,
+    ``study`` and the options.
 
     Args:
         name: The figure's name; also the name of the module that registers it.
