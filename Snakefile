@@ -10,7 +10,7 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-check_config(config, "workflow/schemas/config.schema.yaml")
+check_config(config, "workflow/schemas/config.schema.yaml")  # fills in the defaults
 PLAN = plan(config)
 
 

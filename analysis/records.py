@@ -1,8 +1,10 @@
 """Run records (one JSON file per training run) into two tidy tables: runs and eval curves.
 
-A record is validated against ``experiments/schemas/run_record.schema.json``, read as a file:
-this package never imports ``experiments``. Runs are grouped into named studies (one figure
-each); a record may belong to several studies and then gives one row per study.
+A record is validated against ``experiments/schemas/run_record.schema.json``, read as a file.
+Its identity columns come from the one declaration of a run's identity,
+`experiments.identity` (a torch-free module: this package imports nothing else of
+``experiments``). Runs are grouped into named studies (one figure each); a record may belong
+to several studies and then gives one row per study.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import jsonschema
 import pandas as pd
 
 from analysis._io import atomic_write, require_columns
+from experiments.identity import ROLES, identity_columns, run_columns
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -32,13 +35,14 @@ __all__ = [
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "experiments/schemas/run_record.schema.json"
 
+IDENTITY_COLUMNS = [column for role in ROLES for column in identity_columns(role)]
+"""The runs table's columns that identify a run (`experiments.identity.run_columns`)."""
+
 RUN_COLUMNS = [
-    "study", "workload", "scale", "echo_point", "echo_factor", "shuffle_buffer", "seed",
-    "batch_size", "lr", "upstream_latency_ms", "upstream_latency_per", "upstream_cpu_ms",
-    "num_workers", "stop_at_target", "consume", "target_metric", "target_value",
-    "target_direction", "reached", "fresh_examples_to_target", "steps_to_target",
-    "wall_s_to_target", "final_fresh_examples", "final_steps", "final_wall_s", "max_fresh",
-    "best_metric", "R", "upstream_s_per_batch", "downstream_s_per_step", "config_hash", "record",
+    "study", *IDENTITY_COLUMNS, "target_metric", "target_value", "target_direction", "reached",
+    "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "final_fresh_examples",
+    "final_steps", "final_wall_s", "best_metric", "R", "upstream_s_per_batch",
+    "downstream_s_per_step", "config_hash", "record",
 ]  # fmt: skip
 """Columns of the runs table, in order (one row per study and record)."""
 
@@ -48,7 +52,7 @@ CURVE_COLUMNS = [
 ]  # fmt: skip
 """Columns of the eval-curves table, in order (one row per study, record and evaluation)."""
 
-_TEXT_COLUMNS = ["consume"]
+_TEXT_COLUMNS = ["consume", "hparams"]
 _BOOL_COLUMNS = ["stop_at_target", "reached"]
 _NULLABLE_COLUMNS = [
     "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "R",
@@ -95,28 +99,10 @@ def _best(curve: list[dict[str, Any]], direction: str) -> float:
 
 
 def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
-    upstream, target, final, timing = (
-        record["upstream"],
-        record["target"],
-        record["final"],
-        record["timing"],
-    )
+    target, final, timing = record["target"], record["final"], record["timing"]
     return {
         "study": study,
-        "workload": record["workload"],
-        "scale": record["scale"],
-        "echo_point": record["echo_point"],
-        "echo_factor": float(record["echo_factor"]),
-        "shuffle_buffer": record["shuffle_buffer"],
-        "seed": record["seed"],
-        "batch_size": record["batch_size"],
-        "lr": record["hparams"]["lr"],
-        "upstream_latency_ms": float(upstream["latency_ms"]),
-        "upstream_latency_per": upstream["latency_per"],
-        "upstream_cpu_ms": float(upstream["cpu_ms"]),
-        "num_workers": record["num_workers"],
-        "stop_at_target": record.get("stop_at_target", True),
-        "consume": record.get("consume", ""),
+        **run_columns(record),
         "target_metric": target["metric"],
         "target_value": float(target["value"]),
         "target_direction": target["direction"],
@@ -127,7 +113,6 @@ def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
         "final_fresh_examples": final["fresh_examples"],
         "final_steps": final["steps"],
         "final_wall_s": final["wall_s"],
-        "max_fresh": record["budget"]["max_fresh"],
         "best_metric": _best(record["eval_curve"], target["direction"]),
         "R": timing["R"],
         "upstream_s_per_batch": timing["upstream_s_per_batch"],

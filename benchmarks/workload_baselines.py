@@ -16,6 +16,7 @@ import statistics
 from benchmarks.common import machine_note, print_table, write_csv
 from experiments import registry
 from experiments.harness import RunConfig, run
+from experiments.identity import RunOptions, RunSpec
 
 COLUMNS = (
     "workload",
@@ -32,7 +33,10 @@ COLUMNS = (
 
 def baseline_row(workload: str, seed: int, threads: int) -> dict:
     """Run ``workload`` at e=1 with ``seed`` and summarise its record in one row."""
-    record = run(RunConfig(workload, seed=seed, device="cpu", threads=threads), progress=False)
+    config = RunConfig(
+        RunSpec(workload=workload, seed=seed), RunOptions(device="cpu", threads=threads)
+    )
+    record = run(config, progress=False)
     timing = record["timing"]
     return {
         "workload": workload,

@@ -4,10 +4,31 @@ wall time to a declared target quality.
 * `Workload`, `Target`, `Budget`: the contract a workload implements (`experiments.workload`).
 * `register`, `names`, `get`: the registry; workloads live one per file in
   ``experiments/workloads/`` and are discovered automatically.
+* `experiments.identity.RunSpec`: a run's identity, declared once.
 * ``python -m experiments.run``: run one configuration and write one JSON record.
+
+The names above are imported on first use, so ``import experiments.study`` (the Snakefile's)
+or ``experiments.identity`` imports no torch.
 """
 
-from experiments.registry import get, names, register
-from experiments.workload import Budget, Target, Workload
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Budget", "Target", "Workload", "get", "names", "register"]
+
+_HOME = {
+    "Budget": "experiments.workload",
+    "Target": "experiments.workload",
+    "Workload": "experiments.workload",
+    "get": "experiments.registry",
+    "names": "experiments.registry",
+    "register": "experiments.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'experiments' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)

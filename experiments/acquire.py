@@ -20,9 +20,10 @@ from typing import Any
 
 from experiments import registry
 from experiments.data import MissingDataError
-from experiments.harness import merge_hparams
+from experiments.identity import SCALES
+from experiments.pipeline import read_split
 from experiments.record import write_json_atomically
-from experiments.workload import SCALES
+from experiments.workload import SPLITS
 
 __all__ = ["acquire", "main"]
 
@@ -45,8 +46,8 @@ def acquire(workload: str, scale: str = "cpu", data_dir: str | None = None) -> d
     """
     cls = registry.get(workload)
     started = time.perf_counter()
-    instance = cls(scale=scale, data_dir=data_dir, hparams=merge_hparams(cls, scale, {}))
-    sizes = {split: len(instance.read(split, 0)) for split in ("train", "eval")}
+    instance = cls(scale=scale, data_dir=data_dir)
+    sizes = {split: len(read_split(instance, split)) for split in SPLITS}
     return {
         "workload": workload,
         "scale": scale,

@@ -15,17 +15,14 @@ from typing import Any
 
 from echo import EchoCounts, check_factor, echo_items
 from echo.core import stage_rng
-from echo.torch import build_pipeline
 from experiments import registry
-from experiments.harness import merge_hparams
-from experiments.upstream import TimedBatch, UpstreamCost, timed_stages
+from experiments.identity import CONSUMER_ECHO_POINTS, RunSpec
+from experiments.pipeline import workload_pipeline
+from experiments.upstream import TimedBatch, UpstreamCost
 from sharing import Consumer
 from sharing.layout import first_dim
 
 __all__ = ["CONSUMER_ECHO_POINTS", "ConsumedBatches", "workload_loader"]
-
-CONSUMER_ECHO_POINTS = ("none", "after_batch")
-"""A consumer receives augmented, collated batches: only batch echoing happens on its side."""
 
 
 class _Batches:
@@ -65,20 +62,11 @@ def workload_loader(
     Raises:
         ValueError: An unknown workload or hyper-parameter.
     """
-    cls = registry.get(workload)
-    overrides = {} if batch_size is None else {"batch_size": batch_size}
-    hparams = merge_hparams(cls, scale, overrides)
-    instance = cls(scale=scale, data_dir=data_dir, hparams=hparams)
+    spec = RunSpec(workload=workload, scale=scale, batch_size=batch_size)
+    hparams = spec.resolve(registry.defaults(workload, scale))["hparams"]
+    instance = registry.get(workload)(scale=scale, data_dir=data_dir, hparams=hparams)
     cost = UpstreamCost(upstream_latency_ms, upstream_latency_per, upstream_cpu_ms)
-    read, augment, collate = timed_stages(
-        instance.read("train", seed), instance.augment, instance.collate, cost,
-        hparams["batch_size"],
-    )  # fmt: skip
-    loader = build_pipeline(
-        read, augment, collate, batch_size=hparams["batch_size"], num_workers=num_workers,
-        seed=seed,
-    )  # fmt: skip
-    return _Batches(loader)
+    return _Batches(workload_pipeline(instance, seed=seed, upstream=cost, num_workers=num_workers))
 
 
 class ConsumedBatches:
@@ -121,15 +109,11 @@ class ConsumedBatches:
         self.shuffle_buffer, self.seed = shuffle_buffer, seed
         self.consumer = Consumer(endpoint, batch_size=batch_size)
         self.fresh_examples = self.steps = self.epoch = 0
-        self.ended = False
 
     def _received(self) -> Iterator[Any]:
-        received = 0
         for batch in self.consumer:
-            received += 1
             self.fresh_examples += first_dim(batch) or 0
             yield batch
-        self.ended = received == 0
 
     def __iter__(self) -> Iterator[TimedBatch]:
         batches = self._received()

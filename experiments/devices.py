@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEVICES", "describe", "pin", "resolve_device", "to_device"]
+from experiments.identity import DEVICES
 
-DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+__all__ = ["DEVICES", "describe", "pin", "resolve_device", "to_device"]
 
 
 def resolve_device(name: str) -> torch.device:

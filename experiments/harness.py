@@ -10,7 +10,6 @@ Wall times count training only: evaluation time is recorded apart (``timing.eval
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Iterator
@@ -21,85 +20,28 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from echo.torch import EchoLoader, build_pipeline
+from echo.torch import EchoLoader
 from experiments import registry
 from experiments.devices import describe, resolve_device, to_device
-from experiments.record import config_hash, git_revision, package_versions
-from experiments.upstream import TimedBatch, UpstreamCost, timed_stages
-from experiments.workload import Workload
+from experiments.identity import RunOptions, RunSpec, identity_hash
+from experiments.pipeline import workload_pipeline
+from experiments.record import git_revision, package_versions
+from experiments.upstream import TimedBatch, UpstreamCost
 
-__all__ = ["Run", "RunConfig", "merge_hparams", "run"]
+__all__ = ["Run", "RunConfig", "run"]
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One configuration of one workload.
+    """One run: what it is and how it executes.
 
     Args:
-        workload: Registered workload name.
-        scale: ``"cpu"`` or ``"paper"``. Default ``"cpu"``.
-        echo_point: ``"none"`` or an `echo.EchoPoint` value. Default ``"none"``.
-        echo_factor: Echo factor >= 1. Default 1.0.
-        shuffle_buffer: Shuffle buffer after the echo stage. Default 0.
-        seed: Seeds data order, augmentation, echo draws and model initialisation. Default 0.
-        hparams: Overrides of the workload's hyper-parameters (e.g. ``batch_size``, ``lr``).
-            Default: none.
-        max_fresh: Fresh-example budget. Default None: the workload's budget.
-        eval_every_fresh: Evaluation interval in fresh examples. Default None: the workload's.
-        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``. Default ``"auto"``.
-        threads: torch intra-op threads. Default 1.
-        num_workers: DataLoader worker processes. Default 0.
-        upstream: Simulated upstream cost. Default: none.
-        data_dir: Data folder for the workload (required at paper scale). Default None.
-        consume: Train on the batches a `sharing.Producer` serves at this endpoint instead of
-            a pipeline of this process's own (echo point ``none`` or ``after_batch``).
-            Default None.
-        stop_at_target: Stop at the first evaluation that reaches the target. False: train on
-            to the fresh-example budget (the "no harm" study: best quality within a budget).
-            Default True.
+        spec: The run's identity (`experiments.identity.RunSpec`).
+        options: Device, threads, data folder. Default: `RunOptions` defaults.
     """
 
-    workload: str
-    scale: str = "cpu"
-    echo_point: str = "none"
-    echo_factor: float = 1.0
-    shuffle_buffer: int = 0
-    seed: int = 0
-    hparams: dict[str, Any] = field(default_factory=dict)
-    max_fresh: int | None = None
-    eval_every_fresh: int | None = None
-    device: str = "auto"
-    threads: int = 1
-    num_workers: int = 0
-    upstream: UpstreamCost = field(default_factory=UpstreamCost)
-    data_dir: str | None = None
-    consume: str | None = None
-    stop_at_target: bool = True
-
-
-def merge_hparams(cls: type[Workload], scale: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The workload's default hyper-parameters at ``scale`` with ``overrides`` applied.
-
-    Raises:
-        ValueError: An override names no hyper-parameter of the workload, or its type differs
-            from the default's (an int is accepted for a float).
-    """
-    defaults = cls.hparams[scale]
-    unknown = sorted(set(overrides) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"hparam {unknown[0]!r} is not a hyper-parameter of {cls.name!r}; "
-            f"valid: {', '.join(sorted(defaults))}"
-        )
-    for key, value in overrides.items():
-        kind = type(defaults[key])
-        ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
-        if not ok or isinstance(value, bool) != isinstance(defaults[key], bool):
-            raise ValueError(
-                f"hparam {key}={value!r} must be of type {kind.__name__} like its default "
-                f"{defaults[key]!r}"
-            )
-    return {**defaults, **overrides}
+    spec: RunSpec
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 class _Meter:
@@ -156,52 +98,44 @@ class Run:
     """
 
     def __init__(self, config: RunConfig):
-        cls = registry.get(config.workload)
-        self.config, self.hp = config, merge_hparams(cls, config.scale, config.hparams)
-        budget = cls.budgets[config.scale]
-        self.max_fresh = config.max_fresh or budget.max_fresh
-        self.eval_every = config.eval_every_fresh or budget.eval_every_fresh
-        self.device = resolve_device(config.device)
-        torch.set_num_threads(config.threads)
-        self.workload = cls(scale=config.scale, data_dir=config.data_dir, hparams=self.hp)
-        if config.consume is not None:
+        spec, options = config.spec, config.options
+        self.config, self.spec = config, spec
+        self.identity = spec.resolve(registry.defaults(spec.workload, spec.scale))
+        self.hp = self.identity["hparams"]
+        self.max_fresh = self.identity["budget"]["max_fresh"]
+        self.eval_every = self.identity["budget"]["eval_every_fresh"]
+        self.device = resolve_device(options.device)
+        torch.set_num_threads(options.threads)
+        cls = registry.get(spec.workload)
+        self.workload = cls(scale=spec.scale, data_dir=options.data_dir, hparams=self.hp)
+        if spec.consume is not None:
             from experiments.consume import ConsumedBatches
 
             self.loader: EchoLoader | ConsumedBatches = ConsumedBatches(
-                config.consume,
-                echo_point=config.echo_point,
-                echo_factor=config.echo_factor,
-                shuffle_buffer=config.shuffle_buffer,
-                seed=config.seed,
+                spec.consume,
+                echo_point=spec.echo_point,
+                echo_factor=spec.echo_factor,
+                shuffle_buffer=spec.shuffle_buffer,
+                seed=spec.seed,
                 batch_size=self.hp["batch_size"],
             )
         else:
-            self.loader = self._own_pipeline(config)
-        torch.manual_seed(config.seed)
-        self.model = self.workload.build_model(config.seed).to(self.device)
+            self.loader = workload_pipeline(
+                self.workload,
+                seed=spec.seed,
+                upstream=UpstreamCost(
+                    spec.upstream_latency_ms, spec.upstream_latency_per, spec.upstream_cpu_ms
+                ),
+                num_workers=spec.num_workers,
+                point=None if spec.echo_point == "none" else spec.echo_point,
+                factor=spec.echo_factor,
+                shuffle_buffer=spec.shuffle_buffer,
+                pin_memory=self.device.type == "cuda",
+            )
+        torch.manual_seed(spec.seed)
+        self.model = self.workload.build_model().to(self.device)
         self.optimizer = self.workload.optimizer(self.model)
         self.meter, self.curve, self.reached_row = _Meter(), [], None
-
-    def _own_pipeline(self, config: RunConfig) -> EchoLoader:
-        read, augment, collate = timed_stages(
-            self.workload.read("train", config.seed),
-            self.workload.augment,
-            self.workload.collate,
-            config.upstream,
-            self.hp["batch_size"],
-        )
-        return build_pipeline(
-            read,
-            augment,
-            collate,
-            point=None if config.echo_point == "none" else config.echo_point,
-            factor=config.echo_factor,
-            shuffle_buffer=config.shuffle_buffer,
-            batch_size=self.hp["batch_size"],
-            num_workers=config.num_workers,
-            seed=config.seed,
-            pin_memory=self.device.type == "cuda",
-        )
 
     def evaluate(self) -> dict[str, Any]:
         start = time.perf_counter()
@@ -250,7 +184,7 @@ class Run:
         self.evaluate()
         next_eval, batches = self.eval_every, _forever(loader)
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
-            stop = self.config.stop_at_target
+            stop = self.spec.stop_at_target
             while not (stop and self.reached_row) and loader.fresh_examples < self.max_fresh:
                 try:
                     self.train_one_step(batches)
@@ -262,30 +196,11 @@ class Run:
                     next_eval = (loader.fresh_examples // self.eval_every + 1) * self.eval_every
                     bar.set_postfix({metric: f"{row['metric']:.4g}"})
 
-    def experiment(self) -> dict[str, Any]:
-        """The fields that define the experiment (hashed into ``config_hash``)."""
-        config = self.config
-        return {
-            "workload": config.workload,
-            "scale": config.scale,
-            "echo_point": config.echo_point,
-            "echo_factor": float(config.echo_factor),
-            "shuffle_buffer": config.shuffle_buffer,
-            "seed": config.seed,
-            "batch_size": self.hp["batch_size"],
-            "hparams": self.hp,
-            "budget": {"max_fresh": self.max_fresh, "eval_every_fresh": self.eval_every},
-            "upstream": dataclasses.asdict(config.upstream),
-            "num_workers": config.num_workers,
-            **({"consume": config.consume} if config.consume else {}),
-            **({} if config.stop_at_target else {"stop_at_target": False}),
-        }
-
     def record(self, total_s: float) -> dict[str, Any]:
-        experiment, row = self.experiment(), self.reached_row
+        row = self.reached_row
         return {
             "schema_version": 1,
-            **experiment,
+            **self.identity,
             "target": self.workload.target.as_dict(),
             "reached": row is not None,
             "fresh_examples_to_target": row and row["fresh_examples"],
@@ -299,10 +214,10 @@ class Run:
             },
             "timing": self.meter.summary(total_s),
             "device": describe(self.device),
-            "threads": self.config.threads,
+            "threads": self.config.options.threads,
             "versions": package_versions(),
             "git_revision": git_revision(Path(__file__).parent),
-            "config_hash": config_hash(experiment),
+            "config_hash": identity_hash(self.identity),
         }
 
 

@@ -48,7 +48,7 @@ class LanguageModelWorkload(Workload):
         held_out_windows = token_windows(held_out, tokenizer, context)
         self._windows["eval"] = held_out_windows[: self.hp["eval_windows"]]
 
-    def read(self, split: str, seed: int) -> np.ndarray:
+    def read(self, split: str) -> np.ndarray:
         """Windows of ``context + 1`` token ids, one row per example (``int32``)."""
         if split not in ("train", "eval"):
             raise ValueError(f"split={split!r} is not valid; use 'train' or 'eval'")
@@ -60,7 +60,7 @@ class LanguageModelWorkload(Workload):
         """Stack windows into one ``int64`` tensor of shape ``(batch, context + 1)``."""
         return torch.from_numpy(np.stack(examples)).long()
 
-    def build_model(self, seed: int) -> torch.nn.Module:
+    def build_model(self) -> torch.nn.Module:
         hp = self.hp
         return DecoderLM(hp["vocab_size"], hp["context"], hp["d_model"], hp["layers"], hp["heads"])
 
@@ -78,7 +78,7 @@ class LanguageModelWorkload(Workload):
 
     def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
         """Mean next-token cross-entropy (nats per token) on the held-out windows."""
-        windows = self.read("eval", 0)
+        windows = self.read("eval")
         total, tokens = 0.0, 0
         for start in range(0, len(windows), 64):
             batch = self.collate(list(windows[start : start + 64])).to(device)

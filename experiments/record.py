@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -16,7 +15,6 @@ from typing import Any
 
 __all__ = [
     "SCHEMA_PATH",
-    "config_hash",
     "git_revision",
     "load_schema",
     "package_versions",
@@ -44,12 +42,6 @@ def validate(record: dict[str, Any]) -> None:
     import jsonschema
 
     jsonschema.validate(record, load_schema())
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    """A short, stable hash of a run configuration (canonical JSON, SHA-256, 16 hex digits)."""
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def package_versions() -> dict[str, str | None]:

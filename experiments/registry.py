@@ -1,22 +1,46 @@
 """Workload registry: ``@register("name")`` on a class, discovery of ``experiments/workloads/``.
 
 Adding a workload is one new module in ``experiments/workloads/`` (found by `discover`) and
-one entry under ``workloads:`` in ``config/config.yaml``; nothing else is edited.
+one entry under ``workloads:`` in ``config/config.yaml``; nothing else is edited. A module
+that fails to import or declares its workload wrongly is set aside with one line naming the
+file and the problem (`broken`); the other workloads keep working.
+
+`declared_names` reads the names from the modules' source without importing them (no torch),
+for the Snakefile's config check.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import pkgutil
+import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from experiments.workload import SCALES, Workload
+from experiments.identity import SCALES, Defaults
 
-__all__ = ["WORKLOAD_PACKAGE", "discover", "get", "names", "register"]
+if TYPE_CHECKING:
+    from experiments.workload import Workload
+
+__all__ = [
+    "WORKLOAD_PACKAGE",
+    "broken",
+    "declared_names",
+    "defaults",
+    "discover",
+    "get",
+    "names",
+    "register",
+]
 
 WORKLOAD_PACKAGE = "experiments.workloads"
 
 _WORKLOADS: dict[str, type[Workload]] = {}
+_BROKEN: dict[str, str] = {}  # module name -> "FILE: what is wrong"
 
 
 def _check_declarations(name: str, cls: type[Workload]) -> None:
@@ -25,12 +49,14 @@ def _check_declarations(name: str, cls: type[Workload]) -> None:
     for scale in cls.targets:
         if scale not in SCALES:
             raise ValueError(f"workload {name!r}: scale {scale!r} is not one of {SCALES}")
-        for table in ("hparams", "budgets"):
+        for table in ("default_hparams", "budgets"):
             if scale not in getattr(cls, table):
                 raise ValueError(f"workload {name!r}: {table} has no entry for scale {scale!r}")
-        missing = {"batch_size", "lr"} - set(cls.hparams[scale])
+        missing = {"batch_size", "lr"} - set(cls.default_hparams[scale])
         if missing:
-            raise ValueError(f"workload {name!r}: hparams[{scale!r}] lacks {sorted(missing)}")
+            raise ValueError(
+                f"workload {name!r}: default_hparams[{scale!r}] lacks {sorted(missing)}"
+            )
 
 
 def register(name: str) -> Callable[[type[Workload]], type[Workload]]:
@@ -41,9 +67,11 @@ def register(name: str) -> Callable[[type[Workload]], type[Workload]]:
 
     Raises:
         ValueError: ``name`` is taken by another class, or the class's declarations are
-            incomplete (a scale without hparams or budget, hparams without batch_size/lr).
+            incomplete (a scale without default_hparams or budget, default_hparams without
+            batch_size/lr).
         TypeError: The decorated object is not a `Workload` subclass.
     """
+    from experiments.workload import Workload
 
     def decorate(cls: type[Workload]) -> type[Workload]:
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
@@ -63,11 +91,36 @@ def register(name: str) -> Callable[[type[Workload]], type[Workload]]:
     return decorate
 
 
+def _where(error: BaseException, fallback: str) -> str:
+    """``file:line`` of the innermost frame of ``error`` in a workload module, else ``fallback``."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "workloads" in f.filename]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else fallback
+
+
 def discover(package: str = WORKLOAD_PACKAGE) -> None:
-    """Import every module of ``package`` so that their ``@register`` decorators run."""
+    """Import every module of ``package`` so that their ``@register`` decorators run.
+
+    A module that raises is recorded in `broken` (one line: file, error) and skipped, and a
+    warning line is printed once on stderr; the others still register.
+    """
     pkg = importlib.import_module(package)
     for module in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{package}.{module.name}")
+        qualified = f"{package}.{module.name}"
+        if qualified in _BROKEN or qualified in sys.modules:
+            continue
+        try:
+            importlib.import_module(qualified)
+        except Exception as error:  # a user's module: any error sets it aside, named
+            path = str(Path(pkg.__path__[0], f"{module.name}.py"))
+            sys.modules.pop(qualified, None)
+            _BROKEN[qualified] = f"{_where(error, path)}: {type(error).__name__}: {error}"
+            print(f"warning: workload module skipped: {_BROKEN[qualified]}", file=sys.stderr)
+
+
+def broken() -> dict[str, str]:
+    """Workload modules that failed to import: module name -> ``"FILE:LINE: error"``."""
+    discover()
+    return dict(_BROKEN)
 
 
 def names() -> list[str]:
@@ -80,9 +133,58 @@ def get(name: str) -> type[Workload]:
     """The workload class registered as ``name``.
 
     Raises:
-        ValueError: No such workload; the message lists the registered names.
+        ValueError: No such workload (the message lists the registered names), or its
+            module is broken (the message names the file and the error).
     """
     known = names()
     if name not in _WORKLOADS:
+        module = next((m for m in _BROKEN if m.rsplit(".", 1)[-1] == name), None)
+        if module is not None:
+            raise ValueError(f"workload {name!r} is broken: {_BROKEN[module]}")
         raise ValueError(f"workload={name!r} is not registered; valid: {', '.join(known)}")
     return _WORKLOADS[name]
+
+
+def defaults(name: str, scale: str) -> Defaults:
+    """What workload ``name`` declares at ``scale``: hyper-parameters and budget.
+
+    Raises:
+        ValueError: An unknown workload, or a scale it does not declare.
+    """
+    cls = get(name)
+    if scale not in cls.targets:
+        raise ValueError(f"{name} has no {scale!r} scale; valid: {', '.join(cls.targets)}")
+    budget = cls.budgets[scale]
+    return Defaults(cls.default_hparams[scale], budget.max_fresh, budget.eval_every_fresh)
+
+
+def _registered_in(source: str) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            for decorator in node.decorator_list:
+                call: Any = decorator
+                if (
+                    isinstance(call, ast.Call)
+                    and getattr(call.func, "id", getattr(call.func, "attr", None)) == "register"
+                    and call.args
+                    and isinstance(call.args[0], ast.Constant)
+                ):
+                    names.append(call.args[0].value)
+    return names
+
+
+def declared_names(package: str = WORKLOAD_PACKAGE) -> list[str]:
+    """Sorted names the modules of ``package`` register, read from their source (no import).
+
+    A module that does not parse is skipped here; `discover` reports it when it is imported.
+    """
+    spec = importlib.util.find_spec(package)
+    found: list[str] = []
+    for folder in spec.submodule_search_locations if spec else []:
+        for path in sorted(Path(folder).glob("*.py")):
+            try:
+                found += _registered_in(path.read_text())
+            except SyntaxError:
+                continue
+    return sorted(found)

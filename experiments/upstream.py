@@ -18,11 +18,9 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from experiments.devices import pin
+from experiments.identity import LATENCY_PER
 
 __all__ = ["LATENCY_PER", "TimedBatch", "UpstreamCost", "spin", "timed_stages"]
-
-LATENCY_PER: tuple[str, ...] = ("example", "batch")
-"""Storage latency is paid per example read, or once per ``batch_size`` examples read."""
 
 
 @dataclass(frozen=True)

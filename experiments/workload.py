@@ -18,10 +18,13 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["DIRECTIONS", "SCALES", "Budget", "Target", "Workload"]
+from experiments.identity import SCALES
 
-SCALES: tuple[str, ...] = ("cpu", "paper")
-"""``cpu``: small models and offline data, minutes on a laptop; ``paper``: the paper's setup."""
+__all__ = ["DIRECTIONS", "SCALES", "SPLITS", "Budget", "Target", "Workload"]
+
+SPLITS: tuple[str, ...] = ("train", "eval")
+"""The splits `Workload.read` is asked for: training examples, and held-out evaluation ones."""
+
 
 DIRECTIONS: tuple[str, ...] = ("max", "min")
 """A target is reached when the metric is >= its value (``max``) or <= it (``min``)."""
@@ -87,16 +90,17 @@ class Workload:
 
     Class attributes a subclass sets:
         targets: ``{scale: Target}`` for each scale in `SCALES` it supports.
-        hparams: ``{scale: {name: default}}``; must include ``batch_size`` and ``lr``. The
-            harness lets users override any of them by name.
+        default_hparams: ``{scale: {name: default}}``; must include ``batch_size`` and ``lr``.
+            A run may override any of them by name; the run's values are ``self.hp``.
         budgets: ``{scale: Budget}``: default training budget and evaluation interval.
-        description: One line for ``--help`` and records.
+        description: One line, shown by ``python -m experiments.check``.
 
     Args:
         scale: One of the scales in ``targets``. Default ``"cpu"``.
         data_dir: Where the data lives (needed by ``paper`` scale; ``cpu`` scale may use it as
             a cache). Default None.
-        hparams: The hyper-parameters of this run (the scale's defaults when None).
+        hparams: The hyper-parameters of this run, kept as ``self.hp`` (the scale's
+            ``default_hparams`` when None).
 
     Raises:
         ValueError: ``scale`` is not one the workload declares.
@@ -105,7 +109,7 @@ class Workload:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     targets: ClassVar[dict[str, Target]] = {}
-    hparams: ClassVar[dict[str, dict[str, Any]]] = {}
+    default_hparams: ClassVar[dict[str, dict[str, Any]]] = {}
     budgets: ClassVar[dict[str, Budget]] = {}
 
     def __init__(
@@ -121,22 +125,30 @@ class Workload:
             )
         self.scale = scale
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.hp = dict(self.hparams[scale] if hparams is None else hparams)
+        self.hp = dict(self.default_hparams[scale] if hparams is None else hparams)
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        """Not the run's hyper-parameters: those are ``self.hp`` (this raises, saying so)."""
+        raise AttributeError(
+            f"{type(self).__name__}.hparams does not exist: this run's hyper-parameters are "
+            "self.hp, the declared defaults default_hparams[scale]"
+        )
 
     @property
     def target(self) -> Target:
         """The declared target at this scale."""
         return self.targets[self.scale]
 
-    def read(self, split: str, seed: int) -> Sequence[Any]:
+    def read(self, split: str) -> Sequence[Any]:
         """Source examples of ``split`` (``"train"`` or ``"eval"``), before augmentation.
 
         Args:
-            split: ``"train"`` or ``"eval"``.
-            seed: Seeds any sampling the source does (most sources ignore it).
+            split: One of `SPLITS`: ``"train"`` or ``"eval"``.
 
         Returns:
-            A sized, indexable collection (list or map-style Dataset).
+            A sized, indexable collection (a list, an array or a map-style Dataset): the
+            pipeline shuffles and shards it by index. Not a generator.
         """
         raise NotImplementedError
 
@@ -148,8 +160,9 @@ class Workload:
         """One batch from a list of (augmented) examples. Default: torch's `default_collate`."""
         return default_collate(examples)
 
-    def build_model(self, seed: int) -> torch.nn.Module:
-        """A freshly initialised model; initialisation must depend only on ``seed``."""
+    def build_model(self) -> torch.nn.Module:
+        """A freshly initialised model. The harness seeds torch with the run's seed first, so
+        initialisation must draw from torch's global generator only."""
         raise NotImplementedError
 
     def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:

@@ -39,8 +39,7 @@ started=$(date +%s)
 "${snakemake[@]}" --cores 2 --configfile config/test.yaml --show-failed-logs
 "${snakemake[@]}" --configfile config/test.yaml --report .test/report.html
 echo "test config: $(($(date +%s) - started)) s"
-for name in fresh_by_echo_point fresh_vs_echo_factor wall_time_vs_echo_factor batch_size \
-    shuffle_buffer no_harm sharing_throughput sharing_cpu echo_on_stall; do
+for name in $(.venv/bin/python -c "from analysis.figures import names; print(*names())"); do
     [ -s ".test/paper_figures/$name.png" ] && [ -s ".test/paper_figures/$name.pdf" ] ||
         fail "figure $name missing"
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up .venv and run the checks CI runs: ruff (lint + format), the test suite, and the
-# workflow checks (lint, dry run of the default study, config/test.yaml end to end; with
-# ECHO_SLURM_CHECKS=1 also through a throwaway SLURM cluster, which needs root or sudo).
+# Set up (scripts/setup.sh: system packages, .venv) and run the checks CI runs: ruff (lint +
+# format), the test suite, and the workflow checks (lint, dry run of the default study,
+# config/test.yaml end to end). Where it can start one (root or `sudo -n`), the workflow also
+# runs through a throwaway SLURM cluster; ECHO_SLURM_CHECKS=0 skips that, =1 insists on it.
 # Extra arguments go to pytest and skip the workflow checks, e.g.
 #   scripts/test.sh tests/test_echo_core.py -x
 set -euo pipefail
@@ -9,6 +10,11 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+ECHO_DATA_SKIPS_FILE=$(mktemp)
+export ECHO_DATA_SKIPS_FILE
+# Said again at the very end, whatever happened: tests skipped because their data is missing.
+trap '[ ! -s "$ECHO_DATA_SKIPS_FILE" ] || echo "test: $(cat "$ECHO_DATA_SKIPS_FILE")" >&2
+      rm -f "$ECHO_DATA_SKIPS_FILE"' EXIT
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" = 5 ]; then
@@ -18,7 +24,14 @@ if [ "$status" != 0 ] || [ "$#" -gt 0 ]; then
     exit "$status"
 fi
 scripts/check-workflow.sh
-if [ "${ECHO_SLURM_CHECKS:-0}" = 1 ]; then
+slurm=${ECHO_SLURM_CHECKS:-auto}
+if [ "$slurm" = auto ]; then
+    slurm=0
+    if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
+        slurm=1
+    fi
+fi
+if [ "$slurm" = 1 ]; then
     # The test config again, through SLURM, into .test-slurm/; the records must agree with
     # the local run's (timing aside); then a failing rule must fail the workflow in bounded time.
     rm -rf .test-slurm
@@ -26,4 +39,6 @@ if [ "${ECHO_SLURM_CHECKS:-0}" = 1 ]; then
         --config out_dir=.test-slurm/results figures_dir=.test-slurm/paper_figures
     .venv/bin/python -m analysis compare .test/results .test-slurm/results
     scripts/slurm/check-failure.sh --with-cluster
+else
+    echo "test: SLURM checks skipped (they need root or sudo -n to start a throwaway cluster)" >&2
 fi

@@ -9,18 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_marks import needs_fashion_mnist
 
 from experiments.data import MissingDataError
 from experiments.data.cifar10 import load_cifar10
-from experiments.data.fashion_mnist import DEBIAN_DIR, INSTALL, load_fashion_mnist
+from experiments.data.fashion_mnist import INSTALL, load_fashion_mnist
 from experiments.record import validate
 from experiments.run import main
 from experiments.workloads.cifar10_resnet import Cifar10ResNet
-
-needs_fashion_mnist = pytest.mark.skipif(
-    not (DEBIAN_DIR / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed ({INSTALL})",
-)
 
 
 def run(tmp_path: Path, *args: str) -> dict:

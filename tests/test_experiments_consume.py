@@ -93,4 +93,5 @@ def test_example_echo_points_are_refused_with_consume(tmp_path, toy_workload, ca
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--consume", "unix:@nobody", "--out", str(tmp_path / "r.json")])
     assert exit_info.value.code == 2
-    assert "--consume" in capsys.readouterr().err
+    message = capsys.readouterr().err
+    assert "argument --echo-point" in message and "with consume" in message

@@ -13,12 +13,14 @@ import torch
 
 from experiments.devices import to_device
 from experiments.harness import RunConfig, run
+from experiments.identity import RunOptions, RunSpec
 from experiments.record import validate, write_record
 from experiments.run import main
 from experiments.upstream import TimedBatch
 
 ROOT = Path(__file__).parents[1]
 TIMING_KEYS = ("wall_s_to_target", "timing", "final", "eval_curve", "git_revision")
+CPU = RunOptions(device="cpu")
 
 
 def run_cli(tmp_path: Path, *args: str, name: str = "run.json") -> dict:
@@ -265,10 +267,12 @@ def test_interrupted_write_leaves_no_partial_record(tmp_path, toy_workload, monk
 
 
 def test_progress_bar_only_when_asked_or_on_a_terminal(toy_workload, capsys):
-    run(RunConfig(toy_workload, max_fresh=64, device="cpu"), progress=True)
+    run(RunConfig(RunSpec(workload=toy_workload, max_fresh=64), CPU), progress=True)
     shown = capsys.readouterr().err
     assert "ex/s" in shown and "64/64" in shown
-    run(RunConfig(toy_workload, max_fresh=64, device="cpu"))  # stderr is not a terminal here
+    run(
+        RunConfig(RunSpec(workload=toy_workload, max_fresh=64), CPU)
+    )  # stderr is not a terminal here
     assert capsys.readouterr().err == ""
 
 

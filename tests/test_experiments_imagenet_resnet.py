@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_marks import needs_fashion_mnist
 from PIL import Image
 
 from experiments.data import MissingDataError
-from experiments.data.fashion_mnist import DEBIAN_DIR, INSTALL
 from experiments.data.image_folder import JpegFolder
 from experiments.record import validate
 from experiments.run import main
@@ -104,10 +104,7 @@ def test_paper_scale_without_a_tree_exits_with_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
-@pytest.mark.skipif(
-    not (DEBIAN_DIR / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed ({INSTALL})",
-)
+@needs_fashion_mnist
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     record = run(
         tmp_path,

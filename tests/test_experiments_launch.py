@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from data_marks import needs_fashion_mnist
 
-from experiments.data.fashion_mnist import DEBIAN_DIR, INSTALL
 from experiments.launch import main
 
 
-@pytest.mark.skipif(
-    not (DEBIAN_DIR / "t10k-labels-idx1-ubyte.gz").is_file(),
-    reason=f"Fashion-MNIST is not installed ({INSTALL})",
-)
+@needs_fashion_mnist
 def test_shared_launch_trains_every_learning_rate_and_summarizes(tmp_path):
     args = ["--workload", "cifar10_resnet", "--lrs", "0.1", "0.05", "--loading", "shared"]
     budget = ["--max-fresh", "512", "--eval-every-fresh", "512", "--num-workers", "1"]

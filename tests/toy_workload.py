@@ -15,7 +15,7 @@ from experiments import Budget, Target, Workload, register
 class ToyBlobs(Workload):
     description = "two Gaussian blobs in 4-D, a linear classifier"
     targets = {"cpu": Target("accuracy", 0.9, "max")}
-    hparams = {"cpu": {"batch_size": 16, "lr": 0.1, "noise": 0.1, "separation": 4.0}}
+    default_hparams = {"cpu": {"batch_size": 16, "lr": 0.1, "noise": 0.1, "separation": 4.0}}
     budgets = {"cpu": Budget(max_fresh=2048, eval_every_fresh=64)}
 
     def _blobs(self, n: int, seed: int) -> list[tuple[torch.Tensor, int]]:
@@ -28,7 +28,7 @@ class ToyBlobs(Workload):
             for p, y in zip(points, labels, strict=True)
         ]
 
-    def read(self, split, seed):
+    def read(self, split):
         return self._blobs(512, 1) if split == "train" else self._blobs(256, 2)
 
     def augment(self, example, rng):
@@ -36,7 +36,7 @@ class ToyBlobs(Workload):
         noise = torch.from_numpy(rng.normal(0, self.hp["noise"], 4).astype(np.float32))
         return point + noise, label
 
-    def build_model(self, seed):
+    def build_model(self):
         model = torch.nn.Linear(4, 2)
         torch.nn.init.zeros_(model.weight)
         torch.nn.init.zeros_(model.bias)
@@ -47,7 +47,7 @@ class ToyBlobs(Workload):
         return torch.nn.functional.cross_entropy(model(points), labels)
 
     def evaluate(self, model, device):
-        points, labels = self.collate(self.read("eval", 0))
+        points, labels = self.collate(self.read("eval"))
         logits = model(points.to(device))
         accuracy = (logits.argmax(1).cpu() == labels).float().mean().item()
         return {

@@ -44,7 +44,7 @@ class Cifar10ResNet(Workload):
         # Not verified against the paper's text: its CIFAR-10 target is quoted from memory.
         "paper": Target("accuracy", 0.91, "max"),
     }
-    hparams = {
+    default_hparams = {
         "cpu": {
             "batch_size": 128,
             "lr": 0.1,
@@ -81,7 +81,7 @@ class Cifar10ResNet(Workload):
             return load_cifar10(split, self.data_dir)
         return load_fashion_mnist(split, self.data_dir)
 
-    def read(self, split: str, seed: int) -> ImageExamples:
+    def read(self, split: str) -> ImageExamples:
         """Training images (``"train"``) or the evaluation images (``"eval"``), uint8 CHW."""
         if split not in self._splits:
             if split == "train":
@@ -116,7 +116,7 @@ class Cifar10ResNet(Workload):
         mean, std = (torch.tensor(s).view(1, -1, 1, 1) for s in _STATS[self.scale])
         return (images.float() / 255 - mean) / std, labels
 
-    def build_model(self, seed: int) -> torch.nn.Module:
+    def build_model(self) -> torch.nn.Module:
         channels = len(_STATS[self.scale][0])
         hp = self.hp
         return CifarResNet(
@@ -140,7 +140,7 @@ class Cifar10ResNet(Workload):
     def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
         """Top-1 accuracy and mean cross-entropy on the evaluation images."""
         if self._eval_batches is None:
-            examples = self.read("eval", 0)
+            examples = self.read("eval")
             indices = range(0, len(examples), 500)
             self._eval_batches = [
                 self.collate([examples[j] for j in range(i, min(i + 500, len(examples)))])

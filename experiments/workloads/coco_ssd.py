@@ -44,7 +44,7 @@ class CocoSsd(Workload):
         # Not verified against the paper's text.
         "paper": Target("map", 0.23, "max"),
     }
-    hparams = {
+    default_hparams = {
         "cpu": {
             "batch_size": 32,
             "lr": 0.05,
@@ -85,7 +85,7 @@ class CocoSsd(Workload):
         )
         self._resize = v2.Resize((size, size))
 
-    def read(self, split: str, seed: int):
+    def read(self, split: str):
         """Scenes ``(image uint8 (3, H, W), boxes float32 (k, 4) xyxy, classes int64 (k,))``."""
         if split not in ("train", "eval"):
             raise ValueError(f"split={split!r} is not valid; use 'train' or 'eval'")
@@ -137,7 +137,7 @@ class CocoSsd(Workload):
             "labels": target["labels"],
         }
 
-    def build_model(self, seed: int) -> torch.nn.Module:
+    def build_model(self) -> torch.nn.Module:
         """``model="ssd300_vgg16"`` (torchvision's) or ``"small"`` (`small_ssd` of ``width``)."""
         classes = 91 if self.scale == "paper" else 11  # COCO's ids 1-90; 10 items; + background
         if self.hp["model"] == "ssd300_vgg16":
@@ -164,7 +164,7 @@ class CocoSsd(Workload):
 
     def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
         """COCO mAP (AP at IoU 0.50:0.95) and AP at IoU 0.5, from pycocotools."""
-        scenes = self.read("eval", 0)
+        scenes = self.read("eval")
         detections, truths = [], []
         for start in range(0, len(scenes), 100):
             chunk = [scenes[i] for i in range(start, min(start + 100, len(scenes)))]

@@ -33,7 +33,7 @@ class CommonCrawlTransformer(LanguageModelWorkload):
         # Not verified against the paper's text.
         "paper": Target("cross_entropy", 4.0, "min"),
     }
-    hparams = {
+    default_hparams = {
         "cpu": {
             "batch_size": 32,
             "lr": 5e-3,

@@ -6,7 +6,7 @@ of the source), then random-resized-crop + horizontal flip.
 
 * ``cpu`` scale: a small bottleneck ResNet on 30,000 Fashion-MNIST training images upscaled to
   64x64 and stored as JPEG (made once from Debian's ``dataset-fashion-mnist`` in the cache
-  folder), crops of 48x48; evaluated on 2,000 test images.
+  folder), crops of 32x32 (``image_size``); evaluated on 2,000 test images.
 * ``paper`` scale: torchvision's ResNet-50 (no pretrained weights) on ``--data-dir``'s
   ``train/`` and ``val/`` ImageFolder trees, crops of 224x224.
 """
@@ -71,7 +71,7 @@ class ImagenetResNet(Workload):
         # Not verified against the paper's text.
         "paper": Target("accuracy", 0.75, "max"),
     }
-    hparams = {
+    default_hparams = {
         "cpu": {
             "batch_size": 64,
             "lr": 0.05,
@@ -102,7 +102,7 @@ class ImagenetResNet(Workload):
         self._folders: dict[str, JpegFolder] = {}
         self._eval_cache: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
-    def read(self, split: str, seed: int) -> JpegFolder:
+    def read(self, split: str) -> JpegFolder:
         """The ``train`` or ``eval`` (``val/``) JPEG files, decoded to RGB on access."""
         if split not in ("train", "eval"):
             raise ValueError(f"split={split!r} is not valid; use 'train' or 'eval'")
@@ -141,7 +141,7 @@ class ImagenetResNet(Workload):
         labels = torch.tensor([label for _, label in examples], dtype=torch.int64)
         return (images.float() / 255 - _MEAN) / _STD, labels
 
-    def build_model(self, seed: int) -> torch.nn.Module:
+    def build_model(self) -> torch.nn.Module:
         if self.scale == "paper":
             return torchvision.models.resnet50(weights=None, num_classes=1000)
         return SmallBottleneckResNet((1, 1, 1), self.hp["width"], 10, self.hp["bn_momentum"])
@@ -164,7 +164,7 @@ class ImagenetResNet(Workload):
         if self._eval_cache is not None:
             yield from self._eval_cache
             return
-        folder, batches = self.read("eval", 0), []
+        folder, batches = self.read("eval"), []
         for start in range(0, len(folder), 250):
             indices = range(start, min(start + 250, len(folder)))
             batch = self.collate([self._center(folder[i]) for i in indices])

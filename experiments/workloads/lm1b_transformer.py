@@ -30,7 +30,7 @@ class Lm1bTransformer(LanguageModelWorkload):
         # Not verified against the paper's text.
         "paper": Target("cross_entropy", 3.9, "min"),
     }
-    hparams = {
+    default_hparams = {
         "cpu": {
             "batch_size": 32,
             "lr": 5e-3,

@@ -36,7 +36,7 @@ rule figure:
     """One figure of the papers, from the tables (or a benchmark's CSV)."""
     input:
         unpack(figure_inputs),
-        reference=config.get("reference", "paper_figures/reference/papers.csv"),
+        reference=config["reference"],
     output:
         png=report(
             f"{FIGURES_DIR}/{{name}}.png",

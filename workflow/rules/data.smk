@@ -6,7 +6,7 @@ rule acquire_data:
         f"{OUT}/logs/data/{{workload}}.log",
     params:
         python=PYTHON,
-        scale=config.get("scale", "cpu"),
+        scale=config["scale"],
         data_dir=lambda wc: (
             f"--data-dir {config['workloads'][wc.workload]['data_dir']}"
             if (config["workloads"].get(wc.workload) or {}).get("data_dir")

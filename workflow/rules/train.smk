@@ -10,7 +10,7 @@ rule train:
     params:
         python=PYTHON,
         args=run_args,
-    threads: config.get("train", {}).get("threads", 1)
+    threads: config["train"]["threads"]
     conda:
         "../envs/suite.yaml"
     shell:

@@ -1,21 +1,30 @@
-"""Snakemake script of rule `aggregate`: records -> results/runs.csv, results/eval_curves.csv."""
+"""Snakemake script of rule `aggregate`: records -> results/runs.csv, results/eval_curves.csv.
+
+Every record is first checked against the run its config asks for, with the workloads'
+current defaults filled in (`experiments.identity.RunSpec.mismatches`): a stale record is
+refused, naming the field, never drawn.
+"""
 
 import json
 import sys
 
 from analysis.records import aggregate, write_tables
-from experiments.study import mismatches, plan
+from experiments import registry
+from experiments.study import plan
 
 snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
 study_plan = plan(snakemake.config)
 with open(snakemake.log[0], "w") as log:
     stale = []
     for path in snakemake.input:
+        spec = study_plan.runs[path].spec
         with open(path) as file:
-            found = mismatches(study_plan.runs[path], json.load(file))
+            found = spec.mismatches(json.load(file), registry.defaults(spec.workload, spec.scale))
         stale += [f"{path}: {m}" for m in found]
     if stale:
-        print("records that do not match the config (delete them to retrain):", file=log)
+        print(
+            "records that are not the runs the config asks for (delete them to retrain):", file=log
+        )
         print("\n".join(stale), file=log)
         sys.exit(f"aggregate: {len(stale)} record fields differ from the config; see {log.name}")
     runs, curves = aggregate(study_plan.studies)
