@@ -76,16 +76,17 @@ def _chunk_size(spec: Any) -> int:
     return max(1, min(_MAX_CHUNK, _CHUNK_BYTES // max(nbytes, 1)))
 
 
-def _counted_chunk(counter: EchoCounter | None, chunk: Any, copies: tf.Tensor) -> Any:
-    """``chunk`` after adding its size to ``counter.fresh`` and ``sum(copies)`` to
-    ``counter.emitted`` (one update per chunk, not per element)."""
-    if counter is None:
-        return chunk
-    size = tf.cast(tf.shape(tf.nest.flatten(chunk)[0])[0], tf.int64)
-    emitted = tf.reduce_sum(copies) if copies.shape.rank else size * copies
-    updates = [counter._fresh.assign_add(size), counter._emitted.assign_add(emitted)]
+def _repeated(chunk: Any, copies: tf.Tensor, counter: EchoCounter | None) -> Any:
+    """Each element of ``chunk`` repeated ``copies`` times (a scalar or one per element); with
+    a counter, after adding the chunk's size to ``fresh`` and its copies to ``emitted`` (one
+    update per chunk, not per element)."""
+    updates = []
+    if counter is not None:
+        size = tf.cast(tf.shape(tf.nest.flatten(chunk)[0])[0], tf.int64)
+        emitted = tf.reduce_sum(copies) if copies.shape.rank else size * copies
+        updates = [counter._fresh.assign_add(size), counter._emitted.assign_add(emitted)]
     with tf.control_dependencies(updates):
-        return tf.nest.map_structure(tf.identity, chunk)
+        return tf.nest.map_structure(lambda t: tf.repeat(t, copies, axis=0), chunk)
 
 
 def _repeat_in_chunks(
@@ -103,8 +104,7 @@ def _repeat_in_chunks(
 
         def expand(*element: Any) -> Any:
             element = element[0] if len(element) == 1 else element
-            element = _counted_chunk(counter, element, tf.constant(whole, tf.int64))
-            return tf.nest.map_structure(lambda t: tf.repeat(t, whole, axis=0), element)
+            return _repeated(element, tf.constant(whole, tf.int64), counter)
 
         return dataset.batch(chunk).map(expand).unbatch()
     draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
@@ -113,8 +113,7 @@ def _repeat_in_chunks(
     def expand_drawn(element: Any, draw: tf.Tensor) -> Any:
         uniform = tf.math.floormod(draw, 2**_UNIFORM_BITS)
         copies = whole + tf.cast(uniform < threshold, tf.int64)
-        element = _counted_chunk(counter, element, copies)
-        return tf.nest.map_structure(lambda t: tf.repeat(t, copies, axis=0), element)
+        return _repeated(element, copies, counter)
 
     return tf.data.Dataset.zip((dataset, draws)).batch(chunk).map(expand_drawn).unbatch()
 
