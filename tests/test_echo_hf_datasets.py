@@ -10,9 +10,9 @@ from torch.utils.data import DataLoader
 from echo.torch import Echo
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-datasets = pytest.importorskip("datasets", reason="datasets is not installed (`test` extra)")
+datasets = pytest.importorskip("datasets", reason="datasets is not installed (the `dev` extra)")
 stateful = pytest.importorskip(
-    "torchdata.stateful_dataloader", reason="torchdata is not installed (`test` extra)"
+    "torchdata.stateful_dataloader", reason="torchdata is not installed (the `dev` extra)"
 )
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
 

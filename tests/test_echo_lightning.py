@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from echo.torch import Echo
 
-L = pytest.importorskip("lightning.pytorch", reason="lightning is not installed (`test` extra)")
+L = pytest.importorskip("lightning.pytorch", reason="lightning is not installed (the `dev` extra)")
 
 
 class _Data(L.LightningDataModule):

@@ -63,7 +63,7 @@ class _NodeEpochs:
 
 
 def _node():
-    pytest.importorskip("torchdata.nodes", reason="torchdata is not installed (`test` extra)")
+    pytest.importorskip("torchdata.nodes", reason="torchdata is not installed (the `dev` extra)")
     return _NodeEpochs()
 
 

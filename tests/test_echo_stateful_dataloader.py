@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 from echo.torch import Echo
 
 stateful = pytest.importorskip(
-    "torchdata.stateful_dataloader", reason="torchdata is not installed (the `test` extra)"
+    "torchdata.stateful_dataloader", reason="torchdata is not installed (the `dev` extra)"
 )
 StatefulDataLoader = stateful.StatefulDataLoader
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")

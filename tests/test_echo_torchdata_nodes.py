@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-nodes = pytest.importorskip("torchdata.nodes", reason="torchdata is not installed (`test` extra)")
+nodes = pytest.importorskip(
+    "torchdata.nodes", reason="torchdata is not installed (the `dev` extra)"
+)
 
 from echo.torch.nodes import EchoNode  # noqa: E402
 
