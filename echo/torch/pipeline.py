@@ -146,18 +146,18 @@ def _own_torch_rng(batches: Iterator[_Tagged], seed: int) -> Iterator[_Tagged]:
 class _ExampleStages(IterableDataset):
     """What runs in each DataLoader worker: its shard of the source up to collated batches."""
 
-    def __init__(self, read: Any, augment: Augment, collate: Collate, spec: PipelineSettings):
-        self.read, self.augment, self.collate, self.spec = read, augment, collate, spec
+    def __init__(self, read: Any, augment: Augment, collate: Collate, settings: PipelineSettings):
+        self.read, self.augment, self.collate, self.settings = read, augment, collate, settings
         self.epoch = 0
         self._one_shot_read = False
 
     def _source(self, worker: int, num_workers: int) -> Iterator[Any]:
-        spec = self.spec
+        settings = self.settings
         order = None
-        if spec.shuffle and is_indexable(self.read):
+        if settings.shuffle and is_indexable(self.read):
             order = list(range(len(self.read)))
-            stage_rng(spec.seed, "source", self.epoch).shuffle(order)
-        return shard(self.read, worker, num_workers, order, spec.rank, spec.world_size)
+            stage_rng(settings.seed, "source", self.epoch).shuffle(order)
+        return shard(self.read, worker, num_workers, order, settings.rank, settings.world_size)
 
     def __iter__(self) -> Iterator[_Tagged]:
         info = get_worker_info()
@@ -168,26 +168,26 @@ class _ExampleStages(IterableDataset):
         worker, num_workers = (info.id, info.num_workers) if info else (0, 1)
         batches = self._batches(worker, num_workers)
         if info is None:
-            seed = stage_rng(self.spec.seed, *self.spec.stream("torch", worker, self.epoch))
+            seed = stage_rng(self.settings.seed, *self.settings.stream("torch", worker, self.epoch))
             batches = _own_torch_rng(batches, seed.getrandbits(63))
         return batches
 
     def _batches(self, worker: int, num_workers: int) -> Iterator[_Tagged]:
-        spec, seed = self.spec, self.spec.seed
+        settings, seed = self.settings, self.settings.seed
         source = EchoCounts()
         items = _counted(self._source(worker, num_workers), source)
-        point, factor, buffer = spec.point, spec.factor, spec.shuffle_buffer
+        point, factor, buffer = settings.point, settings.factor, settings.shuffle_buffer
         if point is EchoPoint.BEFORE_AUGMENT:
             rng = stage_rng(seed, "echo", worker, self.epoch)
             items = echo_items(items, factor, buffer, rng, EchoCounts())
         augment_rng = np.random.default_rng(
-            [seed, worker, self.epoch] + ([] if spec.rank == 0 else [spec.rank])
+            [seed, worker, self.epoch] + ([] if settings.rank == 0 else [settings.rank])
         )
         items = (self.augment(example, augment_rng) for example in items)
         if point is EchoPoint.AFTER_AUGMENT:
             rng = stage_rng(seed, "echo", worker, self.epoch)
             items = echo_items(items, factor, buffer, rng, EchoCounts())
-        for chunk in _chunks(items, spec.batch_size, spec.drop_last):
+        for chunk in _chunks(items, settings.batch_size, settings.drop_last):
             yield _Tagged(self.collate(chunk), worker, source.fresh)
 
 
@@ -254,10 +254,12 @@ class EchoLoader:
         epoch = self.epoch
         self.epoch += 1
         batches = self._fresh_batches(self._dataloader(epoch))
-        spec = self.settings
-        if spec.point is EchoPoint.AFTER_BATCH:
-            rng = stage_rng(spec.seed, "batch_echo", epoch)
-            batches = echo_items(batches, spec.factor, spec.shuffle_buffer, rng, EchoCounts())
+        settings = self.settings
+        if settings.point is EchoPoint.AFTER_BATCH:
+            rng = stage_rng(settings.seed, "batch_echo", epoch)
+            batches = echo_items(
+                batches, settings.factor, settings.shuffle_buffer, rng, EchoCounts()
+            )
         if self._resume is not None:
             batches = self._replayed(batches, self._resume)
         else:
