@@ -47,4 +47,11 @@ done
 "${snakemake[@]}" -n --configfile config/test.yaml > "$scratch/again.log" 2>&1
 grep -q "Nothing to be done" "$scratch/again.log" ||
     { cat "$scratch/again.log"; fail "a second run would recompute something"; }
+# A deleted (stale) record is trained again, and only it.
+record=$(find .test/results/records -name '*.json' | sort | head -n 1)
+mv "$record" "$scratch/deleted.json"
+"${snakemake[@]}" -n --configfile config/test.yaml > "$scratch/deleted.log" 2>&1
+mv "$scratch/deleted.json" "$record"
+grep -Eq "^train +1$" "$scratch/deleted.log" && grep -q "$record" "$scratch/deleted.log" ||
+    { cat "$scratch/deleted.log"; fail "a deleted record would not be trained again"; }
 echo "check-workflow: ok"

@@ -268,14 +268,20 @@ def test_tables_round_trip_through_csv(tables, tmp_path):
 def test_written_files_get_the_users_umask_not_owner_only(tables, tmp_path, umask, mode):
     _, runs, curves = tables
     previous = os.umask(umask)
+    from benchmarks.common import write_csv
+    from experiments.record import write_json_atomically
+
     try:
         write_tables(runs, curves, tmp_path / "runs.csv", tmp_path / "curves.csv")
         atomic_write(tmp_path / "note.txt", lambda temporary: temporary.write_text("x"))
+        write_json_atomically({"a": 1}, tmp_path / "record.json")  # run records' writer
+        write_csv([{"a": 1}], tmp_path / "bench.csv")  # the benchmarks'
     finally:
         os.umask(previous)
-    for name in ("runs.csv", "curves.csv", "note.txt"):
+    names = ["bench.csv", "curves.csv", "note.txt", "record.json", "runs.csv"]
+    for name in names:
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.csv", "note.txt", "runs.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
 
 
 def _runs(records: list[dict], tmp_path: Path, study: str = "s") -> pd.DataFrame:
@@ -407,8 +413,10 @@ def test_the_committed_reference_names_only_registered_figures():
 
 def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():
     """Only the declaration of a run's identity (experiments.identity, which needs the echo
-    points' names) comes along: no workload, model, pipeline or benchmark, no torch."""
-    allowed = {"experiments", "experiments.identity", "echo", "echo.core", "echo.points"}
+    points' names) and the project's file writer come along: no workload, model, pipeline or
+    benchmark, no torch."""
+    allowed = {"experiments", "experiments.identity", "experiments.files"}
+    allowed |= {"echo", "echo.core", "echo.points"}
     code = (
         "import sys, analysis, analysis.cli, analysis.figures; print(','.join(sorted(m for m in "
         "sys.modules if m.split('.')[0] in ('experiments', 'echo', 'sharing', 'benchmarks', "

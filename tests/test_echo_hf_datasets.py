@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 from echo.torch import Echo
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-datasets = pytest.importorskip("datasets", reason="datasets is not installed (the `dev` extra)")
+datasets = pytest.importorskip("datasets", reason="datasets is not installed")
 stateful = pytest.importorskip(
     "torchdata.stateful_dataloader", reason="torchdata is not installed (the `dev` extra)"
 )
