@@ -27,5 +27,9 @@ include: "workflow/rules/analysis.smk"
 rule all:
     default_target: True
     input:
+        # The records themselves, not only the tables drawn from them: Snakemake does not
+        # remake a deleted input of an output that exists, so a deleted (stale) record would
+        # otherwise never be retrained.
+        rules.records.input,
         rules.figures.input,
         rules.summary.output,

@@ -1,41 +1,19 @@
 """Helpers for the package's files and tables: atomic writes (readers, and an interrupted
-workflow, never see half a file) and the check that a table has the columns it needs."""
+workflow, never see half a file) and the check that a table has the columns it needs.
+
+Every file the package writes (tables, summaries, figures) goes through the project's one
+writer, `experiments.files.atomic_write`, and so gets the mode of any file the user creates:
+``0o666`` less the umask (0644 under the usual 022)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Iterable
 
 import pandas as pd
 
+from experiments.files import atomic_write
+
 __all__ = ["atomic_write", "require_columns"]
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
-    """Write ``path`` through a temporary file in its folder, then rename it into place.
-
-    Args:
-        path: The file to write; its folder is created if missing.
-        write: Called with the temporary file's path; writes the whole content there.
-
-    Returns:
-        ``path`` as a ``Path``.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        write(Path(temporary))
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
-        raise
-    return path
 
 
 def require_columns(

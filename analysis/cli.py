@@ -26,11 +26,11 @@ import pandas as pd
 
 from analysis._io import atomic_write
 from analysis.compare import compare_record_dirs
-from analysis.records import aggregate, read_curves, read_runs, write_tables
+from analysis.records import aggregate, read_runs, write_tables
 from analysis.reference import load_reference
-from analysis.time_to_target import relative_to_baseline, summarize
+from analysis.time_to_target import relative_to_baseline, summarize, unreached_baselines
 
-__all__ = ["main", "markdown_table", "parse_studies"]
+__all__ = ["main", "markdown_table", "parse_studies", "table_option"]
 
 _MARKDOWN_COLUMNS = [
     "study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size",
@@ -107,7 +107,7 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    from analysis.figures import FIGURES
+    from analysis.figures import TABLES, names
 
     parser = argparse.ArgumentParser(
         prog="python -m analysis",
@@ -133,11 +133,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     build.add_argument("--runs-out", required=True, help="runs table to write (CSV)")
     build.add_argument("--curves-out", required=True, help="eval-curves table to write (CSV)")
     figure = commands.add_parser("figure", help="draw one figure as PNG and PDF")
-    figure.add_argument("name", choices=list(FIGURES), help="the figure")
-    figure.add_argument("--runs", help="runs CSV (from aggregate)")
-    figure.add_argument("--curves", help="eval-curves CSV (from aggregate)")
-    figure.add_argument("--sharing", help="shared_loading benchmark CSV")
-    figure.add_argument("--echo-speedup", help="echo_speedup benchmark CSV")
+    figure.add_argument("name", choices=names(), help="the figure")
+    for table, kind in TABLES.items():
+        figure.add_argument(table_option(table), dest=table, help=kind.help)
     figure.add_argument("--reference", help="the papers' values (papers.csv); default: none")
     figure.add_argument("--study", help="study to draw instead of the figure's default")
     figure.add_argument("--out", required=True, help="PNG to write; the PDF goes next to it")
@@ -151,6 +149,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     compare.add_argument("first", help="an out_dir (records under first/records)")
     compare.add_argument("second", help="another out_dir")
     return parser, {"aggregate": build, "figure": figure, "summary": summary, "compare": compare}
+
+
+def table_option(table: str) -> str:
+    """The ``figure`` command's option giving a table: ``echo_speedup`` -> ``--echo-speedup``.
+
+    Args:
+        table: A key of ``analysis.figures.TABLES``.
+    """
+    return "--" + table.replace("_", "-")
 
 
 def _existing(parser: argparse.ArgumentParser, option: str, path: str) -> str:
@@ -177,28 +184,24 @@ def _aggregate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 def _figure(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.figures import FIGURES, INPUTS, STUDIES, save
+    from analysis.figures import TABLES, get, names, save
 
-    readers = {
-        "runs": read_runs,
-        "curves": read_curves,
-        "sharing": pd.read_csv,
-        "echo_speedup": pd.read_csv,
-    }
+    spec = get(args.name)
     tables = {}
-    for name in INPUTS[args.name]:
-        option, path = "--" + name.replace("_", "-"), getattr(args, name)
+    for name in spec.inputs:
+        option, path = table_option(name), getattr(args, name)
         if path is None:
             parser.error(f"figure {args.name} needs {option}")
-        tables[name] = readers[name](_existing(parser, option, path))
-    if args.study is not None and args.name not in STUDIES:
-        parser.error(f"--study applies to the run-record figures {list(STUDIES)} only")
+        tables[name] = TABLES[name].read(_existing(parser, option, path))
+    if args.study is not None and spec.study is None:
+        studied = [name for name in names() if get(name).study is not None]
+        parser.error(f"--study applies to the run-record figures {studied} only")
     options = {} if args.study is None else {"study": args.study}
     if args.reference is not None:
         options["reference"] = load_reference(_existing(parser, "--reference", args.reference))
     if not args.out.lower().endswith(".png"):
         parser.error(f"--out must end in .png, got {args.out!r}")
-    png, pdf = save(FIGURES[args.name](**tables, **options), args.out)
+    png, pdf = save(spec.draw(**tables, **options), args.out)
     print(f"wrote {png} and {pdf}")
 
 
@@ -206,6 +209,8 @@ def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     table = summarize(relative_to_baseline(read_runs(_existing(parser, "--runs", args.runs))))
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     print(f"wrote {args.out} ({len(table)} configurations)")
+    for sentence in unreached_baselines(table):
+        print(sentence)
     if args.markdown:
         print(markdown_table(table[_MARKDOWN_COLUMNS]))
 

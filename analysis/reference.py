@@ -4,6 +4,7 @@ One row per reported number: where it comes from (``paper``, ``source``, ``locat
 ``page``), the figure of ours it belongs beside (``our_figure``), what it is about
 (``workload``, ``echo_point``, ``echo_factor``, ``batch_size``, ``consumers``; empty when it
 does not apply) and the number itself (``quantity``, ``value``, ``unit``, ``note``).
+``our_figure`` names a figure of the registry (``analysis.figures.names``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import pandas as pd
 from analysis._io import require_columns
 
 __all__ = [
-    "FIGURE_NAMES",
     "REFERENCE_COLUMNS",
     "REFERENCE_PATH",
     "describe",
@@ -31,19 +31,6 @@ REFERENCE_COLUMNS = [
     "echo_factor", "batch_size", "consumers", "quantity", "value", "unit", "note",
 ]  # fmt: skip
 """Columns of the reference table, in order."""
-
-FIGURE_NAMES = (
-    "fresh_by_echo_point",
-    "fresh_vs_echo_factor",
-    "wall_time_vs_echo_factor",
-    "batch_size",
-    "shuffle_buffer",
-    "no_harm",
-    "sharing_throughput",
-    "sharing_cpu",
-    "echo_on_stall",
-)
-"""The figures ``our_figure`` may name (``analysis.figures.FIGURES`` draws them)."""
 
 _NUMERIC = ["echo_factor", "batch_size", "consumers", "value"]
 
@@ -96,16 +83,18 @@ def for_figure(reference: pd.DataFrame | None, name: str) -> pd.DataFrame:
 
     Args:
         reference: The table from ``load_reference``, or None (no reference: no rows).
-        name: The figure, one of ``FIGURE_NAMES``.
+        name: A registered figure (``analysis.figures.names``).
 
     Returns:
         The rows whose ``our_figure`` is ``name`` (possibly none), with a fresh index.
 
     Raises:
-        ValueError: ``name`` is not one of ``FIGURE_NAMES``.
+        ValueError: ``name`` is not a registered figure.
     """
-    if name not in FIGURE_NAMES:
-        raise ValueError(f"name must be one of {list(FIGURE_NAMES)}, got {name!r}")
+    from analysis.figures import names  # the figures import this module
+
+    if name not in names():
+        raise ValueError(f"name must be one of {names()}, got {name!r}")
     if reference is None or not len(reference):
         return _empty()
     return reference[reference["our_figure"] == name].reset_index(drop=True)

@@ -11,7 +11,9 @@ every identity field but the seed and the budget.
 Unreached runs: a run that did not reach the target has no time to target, so its relative
 values are NaN. ``summarize`` counts it in ``n_runs`` but not ``n_reached`` and leaves it out
 of the medians, minima and maxima; a configuration with ``n_reached == 0``, or whose baseline
-never reached the target, has NaN there. Figures show ``n_reached/n_runs`` where they differ.
+never reached the target, has NaN there. Figures show ``n_reached/n_runs`` where they differ;
+``unreached_baselines`` says in words which baselines never reached the target (``python -m
+analysis summary`` prints it, figures note it).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ __all__ = [
     "BASELINE_KEY",
     "CONFIG_KEY",
     "RELATIVE",
+    "baseline_reached",
     "relative_to_baseline",
     "summarize",
+    "unreached_baselines",
 ]
 
 _TARGET = ["target_metric", "target_value", "target_direction"]
@@ -121,3 +125,63 @@ def summarize(relative: pd.DataFrame) -> pd.DataFrame:
     summary = relative.groupby(CONFIG_KEY, dropna=False).agg(**aggregations).reset_index()
     summary["n_reached"] = summary["n_reached"].astype(int)
     return summary
+
+
+def baseline_reached(summary: pd.DataFrame) -> pd.Series:
+    """How many runs of each configuration's baseline reached the target.
+
+    Args:
+        summary: The table from ``summarize`` (baseline rows included).
+
+    Returns:
+        A float Series indexed like ``summary``: the ``n_reached`` of the baseline row with
+        the same ``BASELINE_KEY`` (a baseline row's own), NaN where ``summary`` has no
+        baseline row for it.
+    """
+    baselines = summary[summary["echo_point"] == "none"]
+    reached = baselines.groupby(BASELINE_KEY, dropna=False)["n_reached"].sum()
+    keys = pd.MultiIndex.from_frame(summary[BASELINE_KEY])
+    return pd.Series(reached.reindex(keys).to_numpy(float), index=summary.index)
+
+
+def _setting(row: pd.Series) -> str:
+    parts = [row["workload"], f"batch size {row['batch_size']}"]
+    if row["upstream_latency_ms"] or row["upstream_cpu_ms"]:
+        parts.append(
+            f"upstream {row['upstream_latency_ms']:g} ms/{row['upstream_latency_per']} + "
+            f"{row['upstream_cpu_ms']:g} ms CPU"
+        )
+    if row["consume"]:
+        parts.append(f"consume {row['consume']}")
+    return f"{', '.join(parts)} in study {row['study']}"
+
+
+def unreached_baselines(summary: pd.DataFrame) -> list[str]:
+    """One sentence per baseline configuration none of whose runs reached the target.
+
+    Such a baseline has no time to target, so no configuration compared with it has a
+    relative value (NaN in ``summarize``): the sentence names the configuration, its target
+    and how many echo configurations it leaves without relative values.
+
+    Args:
+        summary: The table from ``summarize``.
+
+    Returns:
+        ``"baseline never reached the target: cifar10_resnet, batch size 32 in study
+        insertion (accuracy >= 0.8 in 0 of 3 runs, up to 4,000 fresh examples); its 3 echo
+        configurations have no relative values"``, one per such baseline, in table order.
+    """
+    reached = baseline_reached(summary)
+    sentences = []
+    for index, row in summary[(summary["echo_point"] == "none") & (reached == 0)].iterrows():
+        same = (summary[BASELINE_KEY] == row[BASELINE_KEY]).all(axis=1)
+        echoes = int((same & (summary.index != index)).sum())
+        direction = ">=" if row["target_direction"] == "max" else "<="
+        sentences.append(
+            f"baseline never reached the target: {_setting(row)} ({row['target_metric']} "
+            f"{direction} {row['target_value']:g} in 0 of {row['n_runs']} runs, up to "
+            f"{row['max_fresh']:,.0f} fresh examples); its {echoes} echo "
+            f"configuration{'' if echoes == 1 else 's'} {'has' if echoes == 1 else 'have'} "
+            "no relative values"
+        )
+    return sentences

@@ -5,29 +5,25 @@ from __future__ import annotations
 import csv
 import os
 import platform
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from experiments.files import atomic_write
 
 __all__ = ["machine_note", "print_table", "write_csv"]
 
 
 def write_csv(rows: Sequence[dict], path: str | Path) -> None:
     """Write ``rows`` (dicts with the same keys) to ``path`` atomically: a killed run leaves
-    the previous file or none, never half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it owner-only; results are for reading
-        with os.fdopen(fd, "w", newline="") as handle:
+    the previous file or none, never half a file (`experiments.files.atomic_write`)."""
+
+    def dump(temporary: Path) -> None:
+        with temporary.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write(path, dump)
 
 
 def print_table(rows: Sequence[dict], columns: Sequence[str]) -> None:

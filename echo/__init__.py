@@ -4,8 +4,11 @@ The package root is framework-free. Front ends:
 
 * `echo.torch`: `Echo` (example and batch echoing as an iterable stage), `build_pipeline`
   (read -> [echo] -> augment -> [echo] -> collate -> [echo] with exact fresh-example
-  accounting across DataLoader workers) and `EchoOnStall` (opportunistic batch echoing).
+  accounting across DataLoader workers) and `EchoOnStall` (opportunistic batch echoing);
+  `echo.torch.nodes.EchoNode` for ``torchdata.nodes`` (imports torchdata).
 * `echo.tfdata`: ``dataset.apply(echo(factor, shuffle_buffer=...))`` (imports TensorFlow).
+
+`echo.state` is the one resume contract every stateful stage speaks.
 """
 
 from echo.core import EchoCounts, check_factor, check_shuffle_buffer, echo_items

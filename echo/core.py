@@ -14,37 +14,61 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator
-from numbers import Real
+from numbers import Integral, Real
 from typing import TypeVar
 
 __all__ = [
+    "MAX_FACTOR",
     "EchoCounts",
     "check_factor",
+    "check_int",
     "check_seed",
     "check_shuffle_buffer",
     "echo_items",
+    "resolve_seed",
     "stage_rng",
 ]
 
 T = TypeVar("T")
+
+MAX_FACTOR = 2**16
+"""Largest echo factor accepted: far beyond any useful one (the paper uses up to 16), and small
+enough that a fractional part survives in a float and a copy count in an int64."""
 
 
 def check_factor(factor: object, name: str = "factor") -> float:
     """Validate an echo factor and return it as a float.
 
     Args:
-        factor: The echo factor; a finite real number >= 1.
+        factor: The echo factor; a real number (Python or NumPy) in ``[1, MAX_FACTOR]``.
         name: Argument name used in the error message. Default ``"factor"``.
 
     Raises:
-        ValueError: ``factor`` is not a real number, is NaN or infinite, or is below 1.
+        ValueError: ``factor`` is not a real number, is NaN or infinite, or is outside
+            ``[1, MAX_FACTOR]``.
     """
     if isinstance(factor, bool) or not isinstance(factor, Real):
-        raise ValueError(f"{name} must be a real number >= 1, got {factor!r}")
+        raise ValueError(f"{name} must be a real number in [1, {MAX_FACTOR}], got {factor!r}")
     value = float(factor)
-    if not math.isfinite(value) or value < 1.0:
-        raise ValueError(f"{name} must be a finite number >= 1, got {factor!r}")
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_FACTOR:
+        raise ValueError(f"{name} must be a finite number in [1, {MAX_FACTOR}], got {factor!r}")
     return value
+
+
+def check_int(value: object, name: str, minimum: int = 0) -> int:
+    """Validate an integer argument (Python or NumPy integer, not bool) and return an int.
+
+    Args:
+        value: The value to check.
+        name: Argument name used in the error message.
+        minimum: Smallest valid value. Default 0.
+
+    Raises:
+        ValueError: ``value`` is not an integer or is below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_shuffle_buffer(shuffle_buffer: object, name: str = "shuffle_buffer") -> int:
@@ -53,11 +77,7 @@ def check_shuffle_buffer(shuffle_buffer: object, name: str = "shuffle_buffer") -
     Raises:
         ValueError: ``shuffle_buffer`` is not an integer or is negative.
     """
-    if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int):
-        raise ValueError(f"{name} must be an integer >= 0, got {shuffle_buffer!r}")
-    if shuffle_buffer < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {shuffle_buffer!r}")
-    return shuffle_buffer
+    return check_int(shuffle_buffer, name)
 
 
 def check_seed(seed: object, name: str = "seed") -> int:
@@ -66,9 +86,21 @@ def check_seed(seed: object, name: str = "seed") -> int:
     Raises:
         ValueError: ``seed`` is not a non-negative integer.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {seed!r}")
-    return seed
+    return check_int(seed, name)
+
+
+def resolve_seed(seed: object, name: str = "seed") -> int:
+    """Validate a seed that may be None; None draws one from the OS (not reproducible).
+
+    Both front ends take ``seed: int | None``; the PyTorch stages resolve None once, when the
+    stage is built, so every DataLoader worker and every epoch derives its draws from one seed.
+
+    Raises:
+        ValueError: ``seed`` is neither None nor a non-negative integer.
+    """
+    if seed is None:
+        return random.SystemRandom().getrandbits(63)
+    return check_seed(seed, name)
 
 
 def stage_rng(seed: int, *stream: object) -> random.Random:

@@ -76,16 +76,35 @@ def _chunk_size(spec: Any) -> int:
     return max(1, min(_MAX_CHUNK, _CHUNK_BYTES // max(nbytes, 1)))
 
 
+def _repeated(chunk: Any, copies: tf.Tensor, counter: EchoCounter | None) -> Any:
+    """Each element of ``chunk`` repeated ``copies`` times (a scalar or one per element); with
+    a counter, after adding the chunk's size to ``fresh`` and its copies to ``emitted`` (one
+    update per chunk, not per element)."""
+    updates = []
+    if counter is not None:
+        size = tf.cast(tf.shape(tf.nest.flatten(chunk)[0])[0], tf.int64)
+        emitted = tf.reduce_sum(copies) if copies.shape.rank else size * copies
+        updates = [counter._fresh.assign_add(size), counter._emitted.assign_add(emitted)]
+    with tf.control_dependencies(updates):
+        return tf.nest.map_structure(lambda t: tf.repeat(t, copies, axis=0), chunk)
+
+
 def _repeat_in_chunks(
-    dataset: tf.data.Dataset, whole: int, extra: float, seed: int | None, chunk: int
+    dataset: tf.data.Dataset,
+    whole: int,
+    extra: float,
+    seed: int | None,
+    chunk: int,
+    counter: EchoCounter | None,
 ) -> tf.data.Dataset:
     """The echo as ``batch -> tf.repeat -> unbatch``: the same output as one ``flat_map`` per
-    element (copies adjacent, in order), without tf.data's per-element dataset overhead."""
+    element (copies adjacent, in order), without tf.data's per-element dataset overhead. A
+    counter is updated once per chunk, when the chunk is expanded."""
     if not extra:
 
         def expand(*element: Any) -> Any:
             element = element[0] if len(element) == 1 else element
-            return tf.nest.map_structure(lambda t: tf.repeat(t, whole, axis=0), element)
+            return _repeated(element, tf.constant(whole, tf.int64), counter)
 
         return dataset.batch(chunk).map(expand).unbatch()
     draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
@@ -94,7 +113,7 @@ def _repeat_in_chunks(
     def expand_drawn(element: Any, draw: tf.Tensor) -> Any:
         uniform = tf.math.floormod(draw, 2**_UNIFORM_BITS)
         copies = whole + tf.cast(uniform < threshold, tf.int64)
-        return tf.nest.map_structure(lambda t: tf.repeat(t, copies, axis=0), element)
+        return _repeated(element, copies, counter)
 
     return tf.data.Dataset.zip((dataset, draws)).batch(chunk).map(expand_drawn).unbatch()
 
@@ -103,7 +122,7 @@ def echo(
     factor: float,
     *,
     shuffle_buffer: int = 0,
-    seed: int | None = None,
+    seed: int | None = 0,
     counter: EchoCounter | None = None,
 ) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
     """An echo stage for ``Dataset.apply``.
@@ -118,15 +137,20 @@ def echo(
             or ``floor(e) + 1`` times, the extra copy drawn with probability ``e - floor(e)``.
         shuffle_buffer: Shuffle buffer after the echo (``Dataset.shuffle``). Default 0.
         seed: Seed of the extra-copy draws and the shuffle; each iteration draws anew but
-            reproducibly. Default None: not reproducible.
+            reproducibly. Default 0, as in `echo.torch`; None: not reproducible.
         counter: An `EchoCounter` to update with fresh and emitted counts. Default None.
-            Counting adds a stateful ``map`` on each side of the stage and keeps the
-            per-element ``flat_map``.
 
-    Without a counter, fixed-shape elements are echoed a chunk at a time (``batch`` ->
-    ``tf.repeat`` -> ``unbatch``, up to ~1 MiB of elements): the same output order as the
-    per-element ``flat_map``, which variable-shape elements still use, at a fraction of its
-    cost; the stage then reads up to one chunk ahead of what it emits.
+    Fixed-shape elements are echoed a chunk at a time (``batch`` -> ``tf.repeat`` ->
+    ``unbatch``, up to ~1 MiB of elements): the same output order as the per-element
+    ``flat_map``, which variable-shape elements still use, at a fraction of its cost; the
+    stage then reads up to one chunk ahead of what it emits. A counter on that path is
+    updated once per chunk: ``fresh`` counts the elements read into expanded chunks and
+    ``emitted`` their copies, so both may run up to one chunk ahead of what has left the
+    stage (and ``emitted`` includes copies waiting in the shuffle buffer). On the
+    per-element path the counts are exact per element, as a stateful ``map`` on each side.
+
+    The output's cardinality is asserted when it is known (a finite input and an integer
+    factor), so Keras ``model.fit`` knows the epoch length.
 
     Returns:
         A function from `tf.data.Dataset` to `tf.data.Dataset`. With ``factor=1``,
@@ -143,11 +167,14 @@ def echo(
     extra = factor - whole
 
     def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
-        chunk = _chunk_size(dataset.element_spec) if counter is None else 1
-        if counter is not None:
-            dataset = dataset.map(_counting(counter._fresh))
-        if chunk > 1 and factor > 1:
-            dataset = _repeat_in_chunks(dataset, whole, extra, seed, chunk)
+        cardinality = int(dataset.cardinality())
+        chunk = _chunk_size(dataset.element_spec)
+        chunked = chunk > 1 and (factor > 1 or counter is not None)
+        per_element_counter = counter if not chunked else None
+        if per_element_counter is not None:
+            dataset = dataset.map(_counting(per_element_counter._fresh))
+        if chunked:
+            dataset = _repeat_in_chunks(dataset, whole, extra, seed, chunk, counter)
         elif extra:
             draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
             threshold = tf.constant(int(extra * 2**_UNIFORM_BITS), tf.int64)
@@ -166,8 +193,10 @@ def echo(
             )
         if shuffle_buffer:
             dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        if counter is not None:
-            dataset = dataset.map(_counting(counter._emitted))
+        if per_element_counter is not None:
+            dataset = dataset.map(_counting(per_element_counter._emitted))
+        if cardinality >= 0 and not extra and int(dataset.cardinality()) < 0:
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(cardinality * whole))
         return dataset
 
     return apply

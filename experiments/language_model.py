@@ -1,6 +1,8 @@
-"""What the Transformer language-model workloads share: BPE windows as examples, a decoder-only
-Transformer, AdamW, next-token cross-entropy. A subclass only says where its text comes from
-(`LanguageModelWorkload.texts`) and declares its targets, hyper-parameters and budgets.
+"""What the Transformer language-model workloads share: BPE windows as examples (HF
+``tokenizers``, wrapped as a ``transformers`` tokenizer), a ``transformers`` causal LM
+(`experiments.models.transformer_lm.CausalLM`), AdamW, next-token cross-entropy. A subclass
+only says where its text comes from (`LanguageModelWorkload.texts`) and declares its targets,
+hyper-parameters and budgets.
 
 Hyper-parameters used here: ``context``, ``d_model``, ``layers``, ``heads``, ``vocab_size``,
 ``eval_windows``, ``lr``, ``weight_decay``.
@@ -15,8 +17,9 @@ import torch
 from torch.nn import functional as F
 
 from experiments.data.cache import cache_dir
+from experiments.data.hf import HUB
 from experiments.data.text import bpe_tokenizer, token_windows
-from experiments.models.transformer_lm import DecoderLM
+from experiments.models.transformer_lm import CausalLM
 from experiments.workload import Workload
 
 __all__ = ["LanguageModelWorkload"]
@@ -42,8 +45,8 @@ class LanguageModelWorkload(Workload):
     def _prepare(self) -> None:
         train, held_out, bpe_text, name = self.texts()
         vocab, context = self.hp["vocab_size"], self.hp["context"]
-        path = cache_dir(self.data_dir) / f"{name}_bpe_{vocab}.json"
-        tokenizer = bpe_tokenizer(bpe_text, vocab, path)
+        cache = cache_dir(None if str(self.data_dir) == HUB else self.data_dir)
+        tokenizer = bpe_tokenizer(bpe_text, vocab, cache / f"{name}_bpe_{vocab}")
         self._windows["train"] = token_windows(train, tokenizer, context)
         held_out_windows = token_windows(held_out, tokenizer, context)
         self._windows["eval"] = held_out_windows[: self.hp["eval_windows"]]
@@ -62,7 +65,7 @@ class LanguageModelWorkload(Workload):
 
     def build_model(self) -> torch.nn.Module:
         hp = self.hp
-        return DecoderLM(hp["vocab_size"], hp["context"], hp["d_model"], hp["layers"], hp["heads"])
+        return CausalLM(hp["vocab_size"], hp["context"], hp["d_model"], hp["layers"], hp["heads"])
 
     def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
         return torch.optim.AdamW(

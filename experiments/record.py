@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
-import tempfile
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from experiments.files import atomic_write
 
 __all__ = [
     "SCHEMA_PATH",
@@ -68,22 +68,15 @@ def git_revision(path: Path = Path(__file__).parent) -> str | None:
 
 
 def write_json_atomically(data: Any, path: str | Path) -> Path:
-    """Write ``data`` as JSON to ``path`` through a temporary file and a rename, so a killed
-    process leaves either no file or a complete one; the folder is created when missing."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
+    """Write ``data`` as JSON to ``path`` atomically (`experiments.files.atomic_write`), so a
+    killed process leaves either no file or a complete one; the folder is created when missing."""
+
+    def dump(temporary: Path) -> None:
+        with temporary.open("w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
             f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+
+    return atomic_write(path, dump)
 
 
 def write_record(record: dict[str, Any], path: str | Path) -> Path:

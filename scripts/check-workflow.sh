@@ -39,8 +39,7 @@ started=$(date +%s)
 "${snakemake[@]}" --cores 2 --configfile config/test.yaml --show-failed-logs
 "${snakemake[@]}" --configfile config/test.yaml --report .test/report.html
 echo "test config: $(($(date +%s) - started)) s"
-for name in fresh_by_echo_point fresh_vs_echo_factor wall_time_vs_echo_factor batch_size \
-    shuffle_buffer no_harm sharing_throughput sharing_cpu echo_on_stall; do
+for name in $(.venv/bin/python -c "from analysis.figures import names; print(*names())"); do
     [ -s ".test/paper_figures/$name.png" ] && [ -s ".test/paper_figures/$name.pdf" ] ||
         fail "figure $name missing"
 done
@@ -48,4 +47,11 @@ done
 "${snakemake[@]}" -n --configfile config/test.yaml > "$scratch/again.log" 2>&1
 grep -q "Nothing to be done" "$scratch/again.log" ||
     { cat "$scratch/again.log"; fail "a second run would recompute something"; }
+# A deleted (stale) record is trained again, and only it.
+record=$(find .test/results/records -name '*.json' | sort | head -n 1)
+mv "$record" "$scratch/deleted.json"
+"${snakemake[@]}" -n --configfile config/test.yaml > "$scratch/deleted.log" 2>&1
+mv "$scratch/deleted.json" "$record"
+grep -Eq "^train +1$" "$scratch/deleted.log" && grep -q "$record" "$scratch/deleted.log" ||
+    { cat "$scratch/deleted.log"; fail "a deleted record would not be trained again"; }
 echo "check-workflow: ok"

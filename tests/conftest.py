@@ -20,27 +20,64 @@ with contextlib.suppress(ImportError):
     import triton  # noqa: F401
 
 
+@contextlib.contextmanager
+def _one_new_module(tmp_path_factory, monkeypatch, registry, table, source, package, module):
+    """Copy ``tests/<source>`` as module ``<package>.<module>`` of a new package on the path
+    and discover it into a copy of ``registry.<table>`` (restored by ``monkeypatch``); the
+    package is forgotten on exit."""
+    root = tmp_path_factory.mktemp(package)
+    (root / package).mkdir()
+    (root / package / "__init__.py").write_text("")
+    shutil.copy(Path(__file__).parent / source, root / package / f"{module}.py")
+    # The project's own modules register first, into the real registry: a module first
+    # imported while the copy below is in place would register only into the copy (and,
+    # cached by Python, never again), so later tests would not see it.
+    registry.discover()
+    monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+    monkeypatch.syspath_prepend(str(root))
+    registry.discover(package)
+    try:
+        yield
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == package]:
+            del sys.modules[name]
+
+
 @pytest.fixture
 def toy_workload(tmp_path_factory, monkeypatch):
     """Register a throwaway workload the way a user adds one: one new module in a workload
     package, found by discovery. Yields its name; the registry is restored afterwards."""
     from experiments import registry
 
-    root = tmp_path_factory.mktemp("toy")
-    package = root / "toy_workloads"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    shutil.copy(Path(__file__).parent / "toy_workload.py", package / "toy.py")
-    # The project's own workloads register first, into the real registry: a module first
-    # imported while the copy below is in place would register only into the copy (and,
-    # cached by Python, never again), so later tests would not see it.
-    registry.discover()
-    monkeypatch.setattr(registry, "_WORKLOADS", dict(registry._WORKLOADS))
-    monkeypatch.syspath_prepend(str(root))
-    registry.discover("toy_workloads")
-    yield "toy_blobs"
-    for module in [m for m in sys.modules if m.split(".")[0] == "toy_workloads"]:
-        del sys.modules[module]
+    with _one_new_module(
+        tmp_path_factory,
+        monkeypatch,
+        registry,
+        "_WORKLOADS",
+        "toy_workload.py",
+        "toy_workloads",
+        "toy",
+    ):
+        yield "toy_blobs"
+
+
+@pytest.fixture
+def toy_figure(tmp_path_factory, monkeypatch):
+    """Register a throwaway figure the way a user adds one: one new module, named after the
+    figure, in a package of figures found by discovery. Yields its name; the registry is
+    restored afterwards."""
+    from analysis.figures import _registry
+
+    with _one_new_module(
+        tmp_path_factory,
+        monkeypatch,
+        _registry,
+        "_FIGURES",
+        "toy_figure.py",
+        "toy_figures",
+        "toy_figure",
+    ):
+        yield "toy_figure"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

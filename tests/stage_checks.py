@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
@@ -48,3 +50,48 @@ def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
 def ks_critical(n: int, m: int, alpha_coefficient: float = 1.95) -> float:
     """KS rejection threshold (1.95 is alpha = 0.001)."""
     return alpha_coefficient * np.sqrt((n + m) / (n * m))
+
+
+def _plain(item):
+    """Items as comparable Python values (tensors as nested lists)."""
+    return item.tolist() if hasattr(item, "tolist") else item
+
+
+def check_save_load_state(make, stop_at: int, more: int = 3, epochs: int = 2) -> None:
+    """The resume contract every stateful echo stage keeps (after torchdata's
+    ``run_test_save_load_state``).
+
+    ``make()`` builds a fresh stage; each ``iter(stage)`` is one epoch. The check stops an
+    epoch after ``stop_at`` items, saves ``state_dict()``, resumes in a new stage, saves again
+    at once (a second preemption before any step), resumes again, takes ``more`` items, is
+    preempted a third time, and finishes: the items joined up must equal an uninterrupted
+    run's, later epochs too, and the final state must equal the uninterrupted one's.
+    """
+    from echo.state import STATE_KEYS
+
+    reference_stage = make()
+    reference = [[_plain(x) for x in reference_stage] for _ in range(epochs)]
+    stage = make()
+    it = iter(stage)
+    got = [_plain(next(it)) for _ in range(stop_at)]
+    state = stage.state_dict()
+    assert set(STATE_KEYS) <= set(state), state
+    assert state["position"] == stop_at, state
+    del it
+    resumed = make()
+    resumed.load_state_dict(copy.deepcopy(state))
+    assert resumed.state_dict() == state, "state right after load_state_dict must be the loaded one"
+    again = make()
+    again.load_state_dict(resumed.state_dict())
+    it = iter(again)
+    got += [_plain(x) for x in itertools.islice(it, more)]
+    state = again.state_dict()
+    assert state["position"] == min(stop_at + more, len(reference[0])), state
+    del it
+    last = make()
+    last.load_state_dict(state)
+    got += [_plain(x) for x in last]
+    assert got == reference[0]
+    for expected in reference[1:]:
+        assert [_plain(x) for x in last] == expected
+    assert last.state_dict() == reference_stage.state_dict()

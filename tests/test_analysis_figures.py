@@ -15,11 +15,12 @@ from test_analysis import make_record, synthetic_study, write_record
 
 from analysis import aggregate
 from analysis.cli import main
-from analysis.figures import FIGURES, INPUTS, save, sharing_cpu
-from analysis.figures._common import PAPER_LABEL
+from analysis.figures import get, names, save
+from analysis.figures._common import BASELINE_UNREACHED, ECHO_POINTS, PAPER_LABEL
 from analysis.reference import REFERENCE_COLUMNS, load_reference
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks/reference"
+SCHEMA = "experiments/schemas/run_record.schema.json"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,8 @@ def inputs(tmp_path_factory):
 
 
 def draw(name: str, inputs: dict, reference: pd.DataFrame | None = None, **options) -> Figure:
-    figure = FIGURES[name](*[inputs[table] for table in INPUTS[name]], reference, **options)
+    spec = get(name)
+    figure = spec.draw(*[inputs[table] for table in spec.inputs], reference, **options)
     figure.savefig(io.BytesIO(), format="png", dpi=40)  # lays out and renders everything
     return figure
 
@@ -62,7 +64,7 @@ def reference(**row) -> pd.DataFrame:
     return table
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_every_figure_draws_with_labelled_axes(name, inputs):
     figure = draw(name, inputs)
     drawn = [axes for axes in figure.axes if axes.get_visible() and axes.has_data()]
@@ -102,7 +104,7 @@ MATCHING_ROWS = {
 }
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_a_reference_row_for_a_figure_is_drawn_as_paper(name, inputs):
     row = {
         "paper": "A et al.",
@@ -154,7 +156,7 @@ def test_missing_parts_are_noted_rather_than_crashing(inputs, tmp_path):
     assert "no baseline" in texts(draw("fresh_by_echo_point", {**inputs, "runs": lone}))
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", names())
 def test_a_figure_without_data_says_so(name, inputs):
     empty = {key: table.iloc[:0] for key, table in inputs.items() if key != "studies"}
     figure = draw(name, empty)
@@ -171,6 +173,7 @@ def test_unfinished_sharing_trials_are_marked(inputs):
 def test_cpu_per_sample_uses_the_batch_size(inputs):
     figure = draw("sharing_cpu", inputs, batch_size=32)
     assert "32-sample batches" in figure.axes[0].get_ylabel()
+    sharing_cpu = get("sharing_cpu").draw
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         sharing_cpu(inputs["sharing"], batch_size=0)
     with pytest.raises(ValueError, match="sharing lacks the columns"):
@@ -287,3 +290,84 @@ def test_command_line_errors_name_the_missing_option_or_bad_file(tmp_path, capsy
         )
     assert exit_info.value.code == 1
     assert bad.name in capsys.readouterr().err and not (tmp_path / "r.csv").exists()
+
+
+@pytest.fixture
+def unreached_baseline(tmp_path):
+    """Runs of every relative-value study where the CIFAR baseline never reached the target
+    (its echo runs did) and the language model's did; and the runs CSV."""
+    records = []
+    for seed in range(3):
+        records.append(make_record(seed=seed, fresh_to_target=None))
+        records += [
+            make_record(echo_point=p, echo_factor=2, seed=seed, fresh_to_target=1400)
+            for p in ("after_batch", "after_augment", "before_augment")
+        ]
+        records.append(make_record("lm1b_transformer", seed=seed, fresh_to_target=2000))
+        records.append(
+            make_record("lm1b_transformer", "after_batch", 2, seed=seed, fresh_to_target=1400)
+        )
+    paths = [write_record(tmp_path, record) for record in records]
+    studies = ["insertion", "echo_factor", "wall_time", "batch_size", "shuffle_buffer"]
+    runs = aggregate({study: paths for study in studies})[0]
+    csv = tmp_path / "runs.csv"
+    runs.to_csv(csv, index=False)
+    return runs, csv
+
+
+UNREACHED = (
+    "baseline never reached the target: cifar10_resnet, batch size 32 in study insertion "
+    "(accuracy >= 0.8 in 0 of 3 runs, up to 4,000 fresh examples); its 3 echo "
+    "configurations have no relative values"
+)
+
+
+def test_the_summary_names_a_baseline_that_never_reached_the_target(
+    unreached_baseline, tmp_path, capsys
+):
+    main(["summary", "--runs", str(unreached_baseline[1]), "--out", str(tmp_path / "s.csv")])
+    lines = capsys.readouterr().out.splitlines()
+    assert UNREACHED in lines
+    assert not any("lm1b_transformer" in line for line in lines)
+
+
+def _inside(axes, text) -> bool:
+    box = text.get_window_extent()
+    frame = axes.get_window_extent()
+    return frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1
+
+
+@pytest.mark.parametrize(
+    "name", ["fresh_by_echo_point", "fresh_vs_echo_factor", "wall_time_vs_echo_factor",
+             "batch_size", "shuffle_buffer"]
+)  # fmt: skip
+def test_a_baseline_that_never_reached_the_target_is_said_in_words(unreached_baseline, name):
+    figure = draw(name, {"runs": unreached_baseline[0]})
+    footnote = " ".join(texts(figure).split())  # finish wraps the notes
+    assert UNREACHED[1:].replace("insertion", get(name).study) in footnote
+    cifar = [a for a in figure.axes if a.get_visible() and "cifar10_resnet" in a.get_title()]
+    for axes in cifar or figure.axes[:1]:
+        notes = [t for t in axes.texts if BASELINE_UNREACHED in t.get_text().replace("\n", " ")]
+        assert len(notes) == 1 and _inside(axes, notes[0])
+        assert "no baseline" not in [t.get_text() for t in axes.texts]
+        assert all(_inside(axes, t) for t in axes.texts)  # e.g. "not reached (0/3)"
+
+
+def test_a_bar_figure_keeps_the_slot_of_a_workload_without_bars(unreached_baseline):
+    figure = draw("fresh_by_echo_point", {"runs": unreached_baseline[0]})
+    axes = figure.axes[0]
+    low, high = axes.get_xlim()
+    assert low <= -0.4 and high >= 1.4  # both workloads' slots, though CIFAR has no bar
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == [
+        "cifar10_resnet",
+        "lm1b_transformer",
+    ]
+
+
+def test_the_echo_points_are_echos_in_plotting_order():
+    """analysis does not import echo (see test_analysis); its order is stated, and checked."""
+    import echo
+
+    schema = json.loads((Path(__file__).parents[1] / SCHEMA).read_text())
+    assert ("none", *reversed(echo.ECHO_POINTS)) == ECHO_POINTS
+    assert set(ECHO_POINTS) == set(schema["properties"]["echo_point"]["enum"])

@@ -92,3 +92,19 @@ def test_shuffle_buffer_spreads_copies_apart():
     out, _ = run(range(2000), 2, 256, seed=1)
     adjacent = sum(a == b for a, b in itertools.pairwise(out))
     assert adjacent < 20  # without the buffer all 2000 pairs would be adjacent
+
+
+def test_numpy_numbers_are_accepted_and_huge_factors_refused():
+    np = pytest.importorskip("numpy")
+    from echo.core import MAX_FACTOR, check_int, check_seed, resolve_seed
+
+    assert check_shuffle_buffer(np.int64(64)) == 64
+    assert type(check_seed(np.uint8(3))) is int
+    assert check_factor(np.float32(1.5)) == 1.5
+    assert check_factor(MAX_FACTOR) == MAX_FACTOR
+    with pytest.raises(ValueError, match=r"factor must be a finite number in \[1, 65536\]"):
+        check_factor(2**70)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
+        check_int(0, "batch_size", minimum=1)
+    assert resolve_seed(None) != resolve_seed(None)
+    assert resolve_seed(np.int64(4)) == 4

@@ -79,3 +79,53 @@ def test_bad_arguments(key, bad):
     args = {"max_factor": 2, "prefetch": 2, key: bad}
     with pytest.raises(ValueError, match=key):
         EchoOnStall([], **args)
+
+
+def test_counts_and_state_describe_the_batches_trained_on():
+    """Issue 14, item 7: the loader thread runs ahead; after 10 trained batches the counts
+    said 13, and a resume skipped 3 batches that were never trained on."""
+    import torch
+
+    from echo.torch import build_pipeline
+
+    def make():
+        rows = [torch.tensor([i]) for i in range(160)]
+        return EchoOnStall(build_pipeline(rows, batch_size=4, seed=0), max_factor=1)
+
+    reference = [b.tolist() for b in make()]
+    stage = make()
+    it = iter(stage)
+    head = [next(it).tolist() for _ in range(10)]
+    time.sleep(0.1)  # let the loader thread fill its queue
+    assert stage.fresh_examples == 40
+    state = stage.state_dict()
+    assert state["source"]["fresh"] == 40
+    assert (state["position"], state["fresh"], state["emitted"]) == (10, 10, 10)
+    del it
+    resumed = make()
+    resumed.load_state_dict(state)
+    tail = [b.tolist() for b in resumed]
+    assert head + tail == reference
+    assert resumed.fresh_examples == 160
+
+
+def test_leaving_early_returns_at_once_with_a_slow_upstream():
+    stage = EchoOnStall(slow_source(100, 1.0), max_factor=2)
+    it = iter(stage)
+    next(it)
+    start = time.monotonic()
+    it.close()  # what a `break` or an exception does
+    assert time.monotonic() - start < 1.0
+
+
+def test_a_loader_that_keeps_up_is_never_echoed_even_at_epoch_start():
+    stage = EchoOnStall(list(range(6)), max_factor=4)
+    for _ in range(5):
+        assert list(stage) == list(range(6))
+    assert stage.echoed == 0
+
+
+def test_numpy_integers_are_accepted():
+    np = pytest.importorskip("numpy")
+    stage = EchoOnStall([], max_factor=np.int64(2), prefetch=np.int32(3))
+    assert (stage.max_factor, stage.prefetch) == (2, 3)

@@ -145,6 +145,9 @@ def test_resume_skips_what_was_delivered(point):
         ({"factor": 2.0}, "echo point"),
         ({"batch_size": 0}, "batch_size"),
         ({"num_workers": -1}, "num_workers"),
+        ({"point": "after_batch", "factor": 2**70}, "factor"),
+        ({"rank": 2, "world_size": 2}, "rank"),
+        ({"rank": 0}, "world_size"),
         ({"persistent_workers": True}, "persistent_workers"),
     ],
 )
@@ -152,3 +155,73 @@ def test_bad_arguments_fail_early_naming_the_argument(kwargs, name):
     args = {"batch_size": 4} | kwargs
     with pytest.raises(ValueError, match=name):
         build_pipeline(read_ids(4), **args)
+
+
+def test_preempted_twice_resumes_where_the_first_resume_started():
+    """Issue 14, item 3: state_dict() right after load_state_dict() said 0 steps into the
+    epoch, so a second preemption replayed the whole epoch (40 batches instead of 25)."""
+
+    def make():
+        return build_pipeline(read_ids(40), batch_size=1, seed=4)
+
+    reference = [b.tolist() for b in make()]
+    first = make()
+    it = iter(first)
+    head = [next(it).tolist() for _ in range(15)]
+    resumed = make()
+    resumed.load_state_dict(first.state_dict())
+    again = make()
+    again.load_state_dict(resumed.state_dict())  # preempted before the next step
+    tail = [b.tolist() for b in again]
+    assert len(tail) == 25
+    assert head + tail == reference
+
+
+def _torchvision_augment(example, rng):
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    image = example[0].float() + torch.arange(64.0).reshape(1, 8, 8)
+    return v2.RandomResizedCrop(4, antialias=True)(image)
+
+
+def test_torchvision_augmentations_are_reproducible_in_process():
+    """Issue 14, item 10: torchvision draws from torch's global generator, which only the
+    DataLoader workers seeded; with num_workers=0 each run augmented differently."""
+
+    def run(outer_seed):
+        torch.manual_seed(outer_seed)
+        loader = build_pipeline(read_ids(12), _torchvision_augment, batch_size=4, seed=3)
+        return [b.tolist() for _ in range(2) for b in loader]
+
+    assert run(0) == run(1)
+    torch.manual_seed(5)
+    list(build_pipeline(read_ids(12), _torchvision_augment, batch_size=4))
+    after = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(after, torch.rand(3))  # training's own torch draws are untouched
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_settings_are_one_frozen_dataclass(num_workers):
+    import dataclasses
+
+    from echo.torch import PipelineSettings
+
+    loader = build_pipeline(read_ids(8), point="after_batch", factor=2, batch_size=4,
+                            num_workers=num_workers)  # fmt: skip
+    assert loader.settings == PipelineSettings(
+        batch_size=4, point=EchoPoint.AFTER_BATCH, factor=2.0, num_workers=num_workers
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loader.settings.factor = 3.0
+
+
+def test_numpy_integers_are_accepted_like_python_ones():
+    args = {"shuffle_buffer": np.int64(2), "batch_size": np.int64(4), "seed": np.int32(1)}
+    loader = build_pipeline(read_ids(8), point="after_augment", factor=np.int64(2), **args)
+    assert sum(len(b) for b in loader) == 16
+
+
+def test_drop_last_drops_one_partial_batch_per_worker():
+    loader = build_pipeline(read_ids(30), batch_size=4, num_workers=2, drop_last=True)
+    assert [len(b) for b in loader] == [4] * 6  # 15 per worker: 3 batches each, 3 dropped each
+    assert loader.fresh_examples == 24  # the dropped examples never reach training

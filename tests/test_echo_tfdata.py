@@ -76,7 +76,7 @@ def test_bad_arguments(bad, name):
 
 
 def torch_ids(n: int, factor: float, buffer: int, seed: int) -> list[int]:
-    return list(Echo(range(n), factor, shuffle_buffer=buffer, seed=seed))
+    return list(Echo(range(n), factor, shuffle_buffer=buffer, seed=seed, shuffle=False))
 
 
 @pytest.mark.parametrize(("factor", "buffer"), [(2, 64), (1.5, 32), (3, 16)])
@@ -107,11 +107,40 @@ def test_variable_shape_elements_take_the_per_element_path():
     assert out == [[0], [0], [0, 1], [0, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 3]]
 
 
-def test_chunked_and_per_element_paths_give_the_same_output():
-    """A counter forces the per-element path; without one, fixed-shape elements are chunked."""
-    for factor in (3, 1.5):
-        counted = tf_ids(1000, factor, 0, seed=5, counter=EchoCounter())
-        chunked = tf_ids(1000, factor, 0, seed=5)
-        check_echoed_multiset(list(range(1000)), chunked, factor)
-        if float(factor).is_integer():
-            assert chunked == counted
+def test_chunked_path_gives_the_papers_flat_map_output():
+    """Fixed-shape elements are chunked; the order is that of the per-element flat_map."""
+    paper = tf.data.Dataset.range(1000).flat_map(
+        lambda t: tf.data.Dataset.from_tensors(t).repeat(3)
+    )
+    assert tf_ids(1000, 3, 0, seed=5) == [int(x) for x in paper.as_numpy_iterator()]
+    check_echoed_multiset(list(range(1000)), tf_ids(1000, 1.5, 0, seed=5), 1.5)
+
+
+@pytest.mark.parametrize(("factor", "buffer"), [(2, 0), (3, 7), (1, 4)])
+def test_cardinality_is_kept_for_integer_factors(factor, buffer):
+    ds = tf.data.Dataset.range(10).batch(3).apply(echo(factor, shuffle_buffer=buffer))
+    assert int(ds.cardinality()) == 4 * factor == len(list(ds))
+    counted = tf.data.Dataset.range(10).apply(echo(factor, counter=EchoCounter()))
+    assert int(counted.cardinality()) == 10 * factor
+    fractional = tf.data.Dataset.range(10).apply(echo(1.5))
+    assert int(fractional.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    endless = tf.data.Dataset.range(10).repeat().apply(echo(factor))
+    assert int(endless.cardinality()) == tf.data.INFINITE_CARDINALITY
+
+
+@pytest.mark.parametrize("factor", [2, 1.5])
+def test_a_counter_on_the_chunked_path_counts_per_chunk_and_ends_exact(factor):
+    counter = EchoCounter()
+    ds = tf.data.Dataset.range(1000).apply(echo(factor, seed=1, counter=counter))
+    it = ds.as_numpy_iterator()
+    next(it)
+    assert counter.fresh >= 1  # the first chunk, read at once
+    rest = list(it)
+    assert (counter.fresh, counter.emitted) == (1000, len(rest) + 1)
+
+
+def test_numpy_and_none_seeds_agree_with_the_torch_stage():
+    np_seed = tf_ids(50, 1.5, 4, seed=np.int64(3))
+    assert np_seed == tf_ids(50, 1.5, 4, seed=3)
+    assert Echo(range(5), 2, seed=None).seed >= 0
+    check_echoed_multiset(list(range(50)), tf_ids(50, 1.5, 4, seed=None), 1.5)

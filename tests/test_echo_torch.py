@@ -81,7 +81,7 @@ def test_plain_iterable_source_is_split_between_workers():
 
 def test_batch_echo_yields_the_same_tensor_objects_without_copying():
     batches = [torch.randn(4, 3) for _ in range(5)]
-    out = list(Echo(batches, 2))
+    out = list(Echo(batches, 2, shuffle=False))
     assert len(out) == 10
     for i, batch in enumerate(batches):
         assert out[2 * i] is batch and out[2 * i + 1] is batch
@@ -108,7 +108,7 @@ class _MapStyle(Dataset):
 
 @pytest.mark.parametrize("factor", [1, 2])
 def test_map_style_dataset_is_read_by_index_in_process(factor):
-    stage = Echo(_MapStyle(), factor)
+    stage = Echo(_MapStyle(), factor, shuffle=False)
     assert list(stage) == [i for i in range(25) for _ in range(factor)]
     assert (stage.fresh, stage.emitted) == (25, 25 * factor)
 
@@ -123,10 +123,10 @@ def test_identity_stage_counts_while_iterating_and_across_epochs():
     assert (stage.fresh, stage.emitted) == (13, 13)
 
 
-def test_length_for_integer_factor_only():
-    assert len(Echo(range(10), 3)) == 30
-    with pytest.raises(TypeError):
-        len(Echo(range(10), 2.5))
+def test_batches_per_epoch_for_integer_factor_over_a_sized_source_only():
+    assert Echo(range(10), 3).batches_per_epoch(4) == 8
+    with pytest.raises(TypeError, match="integer factor"):
+        Echo(range(10), 2.5).batches_per_epoch(4)
 
 
 @pytest.mark.parametrize(("factor", "buffer"), [(2.5, 6), (1, 0)])
@@ -178,3 +178,10 @@ def test_nothing_is_left_in_dev_shm():
     ids(DataLoader(stage, batch_size=5, num_workers=2))
     del stage
     assert set(os.listdir("/dev/shm")) - before == set()
+
+
+def test_seed_none_draws_one_seed_for_the_whole_stage():
+    stage = Echo(list(range(50)), 1.5, shuffle_buffer=4, seed=None)
+    assert isinstance(stage.seed, int)
+    out = ids(DataLoader(stage, batch_size=5, num_workers=2))
+    check_echoed_multiset(list(range(50)), out, 1.5)  # one seed: one permutation for all

@@ -9,6 +9,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import datasets
 import pytest
 from data_marks import skip_data_missing
 
@@ -38,7 +39,11 @@ def write_c4_fixture(root: Path) -> None:
     folder.mkdir(parents=True)
     for split, count in (("train", 2), ("validation", 1)):
         for shard in range(count):
-            lines = [json.dumps({"text": t, "url": "u"}) for t in DOCUMENTS[shard::2]]
+            lines = [  # the released records: text, url, timestamp
+                json.dumps({"text": t, "url": f"https://example.org/{i}",
+                            "timestamp": "2019-04-25T12:57:54Z"})
+                for i, t in enumerate(DOCUMENTS[shard::2])
+            ]  # fmt: skip
             name = f"c4-{split}.{shard:05d}-of-01024.json.gz"
             with gzip.open(folder / name, "wt", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
@@ -61,9 +66,13 @@ def test_a_tampered_archive_is_refused(tmp_path):
         acquire_shakespeare(tmp_path)
 
 
-def test_c4_reader_and_missing_shards(tmp_path):
+def test_c4_reader_and_missing_shards(tmp_path, monkeypatch):
+    read = []
+    real = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: read.append(k) or real(*a, **k))
     write_c4_fixture(tmp_path)
     assert len(load_c4("train", tmp_path)) == len(DOCUMENTS)
+    assert read[0]["streaming"] is True  # through datasets, shards streamed
     assert load_c4("train", tmp_path, max_files=1) == DOCUMENTS[0::2]
     with pytest.raises(MissingDataError, match=r"c4-validation\.\*\.json\.gz"):
         load_c4("validation", tmp_path / "c4" / "missing")
@@ -100,7 +109,7 @@ def test_paper_scale_trains_on_a_c4_fixture(tmp_path):
     )
     validate(record)
     assert record["scale"] == "paper" and record["final"]["steps"] == 4
-    assert (tmp_path / "c4_bpe_300.json").is_file()
+    assert (tmp_path / "c4_bpe_300" / "tokenizer.json").is_file()
 
 
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from data_marks import skip_data_missing
 
 from experiments.data import MissingDataError
@@ -66,12 +67,38 @@ def test_windows_pair_inputs_with_next_tokens_across_texts():
     windows = token_windows(SENTENCES[:4], tokenizer, 8)
     assert windows.shape[1] == 9 and windows.dtype == np.int32
     stream = windows.ravel().tolist()
-    assert stream.count(tokenizer.token_to_id(EOS)) >= 3  # texts are separated by <eos>
-    text = tokenizer.decode(stream[: stream.index(tokenizer.token_to_id(EOS))])
-    assert text == SENTENCES[0]
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    assert stream.count(eos) >= 3  # texts are separated by <eos>
+    assert tokenizer.decode(stream[: stream.index(eos)]) == SENTENCES[0]
 
 
-def test_lm1b_reader_and_missing_folder(tmp_path):
+def test_the_bpe_is_a_transformers_tokenizer_saved_in_the_cache_and_reloadable(tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    folder = tmp_path / "bpe_300"
+    trained = bpe_tokenizer(SENTENCES, 300, folder)
+    assert isinstance(trained, PreTrainedTokenizerFast) and trained.eos_token == EOS
+    reloaded = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    assert reloaded(SENTENCES[1])["input_ids"] == trained(SENTENCES[1])["input_ids"]
+    assert bpe_tokenizer([], 300, folder).get_vocab() == trained.get_vocab()  # from the cache
+    assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.parametrize("workload", ["lm1b_transformer", "common_crawl_transformer"])
+def test_the_paper_scale_model_is_a_transformers_causal_lm_of_transformer_base_size(workload):
+    from transformers import GPT2LMHeadModel
+
+    from experiments import registry
+
+    model = registry.get(workload)(scale="paper").build_model()
+    assert isinstance(model.model, GPT2LMHeadModel)
+    config = model.model.config
+    assert (config.n_layer, config.n_embd, config.n_head, config.vocab_size) == (6, 512, 8, 32000)
+    assert model(torch.zeros(1, 8, dtype=torch.long)).shape == (1, 8, 32000)
+
+
+def test_lm1b_reader_and_missing_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("ECHO_SHARE_CACHE", str(tmp_path / "cache"))  # datasets' Arrow files
     write_lm1b_fixture(tmp_path)
     assert len(load_lm1b("train", tmp_path)) == len(SENTENCES)
     assert load_lm1b("test", tmp_path, max_files=1) == SENTENCES[0::2]
@@ -79,7 +106,8 @@ def test_lm1b_reader_and_missing_folder(tmp_path):
         load_lm1b("train", tmp_path / "empty")
 
 
-def test_paper_scale_trains_on_an_lm1b_fixture(tmp_path):
+def test_paper_scale_trains_on_an_lm1b_fixture(tmp_path, monkeypatch):
+    monkeypatch.setenv("ECHO_SHARE_CACHE", str(tmp_path / "cache"))  # datasets' Arrow files
     write_lm1b_fixture(tmp_path)
     record = run(
         tmp_path,
@@ -115,7 +143,8 @@ def test_paper_scale_trains_on_an_lm1b_fixture(tmp_path):
     validate(record)
     assert record["scale"] == "paper" and record["target"]["direction"] == "min"
     assert record["final"]["fresh_examples"] == 16 and record["final"]["steps"] == 8
-    assert (tmp_path / "lm1b_bpe_300.json").is_file()  # the tokenizer is cached by the data
+    # the tokenizer is cached by the data, as a transformers tokenizer folder
+    assert (tmp_path / "lm1b_bpe_300" / "tokenizer.json").is_file()
 
 
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
@@ -129,3 +158,17 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     first, last = record["eval_curve"][0], record["eval_curve"][-1]
     assert first["metric"] > last["metric"] > 0
     assert [r["fresh_examples"] for r in record["eval_curve"]] == [0, 32, 64]
+
+
+def test_the_workload_modules_import_neither_transformers_nor_datasets():
+    """A spawned DataLoader worker imports the workload's module: it must not pay for them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, experiments.workloads.lm1b_transformer, "
+        "experiments.workloads.common_crawl_transformer; "
+        "print([m for m in ('transformers', 'datasets') if m in sys.modules])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stderr

@@ -3,6 +3,7 @@ libraries do not import each other or the rest of the project."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -12,8 +13,27 @@ import pytest
 @pytest.mark.parametrize(
     ("module", "forbidden"),
     [
-        ("echo", ["tensorflow", "sharing", "experiments", "analysis"]),
-        ("echo.torch", ["tensorflow", "sharing", "experiments", "analysis"]),
+        ("echo", ["tensorflow", "torch", "sharing", "experiments", "analysis"]),
+        ("echo.state", ["tensorflow", "torch", "sharing", "experiments", "analysis"]),
+        (
+            "echo.torch",
+            [
+                "tensorflow",
+                "torchdata",
+                "lightning",
+                "datasets",
+                "sharing",
+                "experiments",
+                "analysis",
+            ],
+        ),
+        pytest.param(
+            "echo.torch.nodes",
+            ["tensorflow", "lightning", "datasets", "sharing", "experiments"],
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("torchdata") is None, reason="torchdata is not installed"
+            ),
+        ),
         ("sharing", ["tensorflow", "echo", "experiments", "analysis"]),
     ],
 )

@@ -1,5 +1,5 @@
-"""Helpers the figure modules share: panels, styles, median with min-max bars, notes, and
-the papers' reported values drawn beside ours."""
+"""Helpers the figure modules share: panels, styles, median with min-max bars, notes, the
+papers' reported values drawn beside ours, and the caption sentences several figures use."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
-from analysis._io import require_columns as require
 from analysis.reference import describe
-from analysis.time_to_target import CONFIG_KEY, relative_to_baseline, summarize
+from analysis.time_to_target import BASELINE_KEY, CONFIG_KEY
 
 __all__ = [
-    "ECHO_LABELS",
+    "BASELINE_UNREACHED",
     "ECHO_POINTS",
+    "NOTE_BOX",
+    "PAPER_CAPTION",
     "PAPER_LABEL",
+    "RELATIVE_CAPTION",
+    "RELATIVE_COLUMNS",
     "draw_lines",
     "draw_median",
     "echo_style",
@@ -38,29 +41,45 @@ __all__ = [
     "paper_marks",
     "paper_on",
     "plain_log",
-    "require",
-    "study_summary",
 ]
 
-ECHO_POINTS = ("none", "after_batch", "after_augment", "before_augment")
-ECHO_LABELS = {
-    "none": "baseline (no echo)",
-    "after_batch": "batch echoing",
-    "after_augment": "example echoing after augmentation",
-    "before_augment": "example echoing before augmentation",
-}
 _PALETTE = sns.color_palette("colorblind", 10)
-_ECHO_COLORS = {
-    "none": "0.45",
-    "after_batch": _PALETTE[0],
-    "after_augment": _PALETTE[1],
-    "before_augment": _PALETTE[2],
+_ECHO_STYLES = {
+    "none": ("baseline (no echo)", "0.45", "o"),
+    "after_batch": ("batch echoing", _PALETTE[0], "s"),
+    "after_augment": ("example echoing after augmentation", _PALETTE[1], "^"),
+    "before_augment": ("example echoing before augmentation", _PALETTE[2], "v"),
 }
-_ECHO_MARKERS = {"none": "o", "after_batch": "s", "after_augment": "^", "before_augment": "v"}
+ECHO_POINTS = tuple(_ECHO_STYLES)
+"""Every ``echo_point`` a run can have, in plotting order: "none" (the baseline, no echo
+stage), then echo's insertion points from the batch back towards storage, which is
+``echo.ECHO_POINTS`` (pipeline order, storage first) reversed. analysis does not import
+echo; a test checks the two agree."""
 _ORDER = {point: i for i, point in enumerate(ECHO_POINTS)}
 _DASHES = ["-", "--", ":", "-."]
 PAPER_LABEL = "paper (reported)"
 _PAPER_STYLE = {"marker": "*", "markersize": 13, "markeredgecolor": "black", "linestyle": "none"}
+
+RELATIVE_CAPTION = (
+    "Relative values divide each run's count to target by the median of its baseline: the "
+    "runs of the same study without an echo stage that share its workload, batch size, "
+    "upstream cost, workers and target. Markers or bars are the median over seeds, error "
+    "bars the minimum and maximum; 'k/n' marks configurations where only k of n seeds "
+    "reached the target (medians use those k)."
+)
+"""How the relative values of the run-record figures are made, for their captions."""
+PAPER_CAPTION = (
+    "Black-edged stars are the values the papers report (paper_figures/reference/papers.csv),"
+    " coloured by insertion point where the paper names one; reported values with no "
+    "matching point are listed under the figure."
+)
+"""How the papers' values are drawn, for every caption."""
+BASELINE_UNREACHED = "The baseline never reached the target: no relative values"
+"""What a panel says where the baseline of its runs never reached the target."""
+NOTE_BOX = {"facecolor": "white", "edgecolor": "0.6", "alpha": 0.9, "boxstyle": "round"}
+"""The box behind a note drawn over data, so that lines crossing it do not hide it."""
+RELATIVE_COLUMNS = (*BASELINE_KEY, "echo_point", "echo_factor")
+"""Columns of the runs table a figure of values relative to the baseline needs."""
 
 
 def echo_style(point: str) -> dict[str, object]:
@@ -69,11 +88,8 @@ def echo_style(point: str) -> dict[str, object]:
     Args:
         point: An ``echo_point`` value ("none", "after_batch", ...).
     """
-    return {
-        "color": _ECHO_COLORS.get(point, "black"),
-        "marker": _ECHO_MARKERS.get(point, "D"),
-        "label": ECHO_LABELS.get(point, point),
-    }
+    label, color, marker = _ECHO_STYLES.get(point, (point, "black", "D"))
+    return {"color": color, "marker": marker, "label": label}
 
 
 def new_figure(
@@ -107,11 +123,6 @@ def panel(axes: np.ndarray, index: int, *, rows: int = 1, row: int = 0) -> Axes:
     """The axes of panel ``index`` (its stacked ``row`` of ``rows``) in a ``new_figure``."""
     width = axes.shape[1]
     return axes[(index // width) * rows + row, index % width]
-
-
-def study_summary(runs: pd.DataFrame, study: str) -> pd.DataFrame:
-    """``summarize(relative_to_baseline(...))`` of one study's runs."""
-    return summarize(relative_to_baseline(runs[runs["study"] == study]))
 
 
 def one_config_each(summary: pd.DataFrame, keys: Sequence[str], notes: list[str]) -> pd.DataFrame:
@@ -154,12 +165,21 @@ def mark_unreached(
     axes: Axes, x: Sequence[float], rows: pd.DataFrame, quantity: str, color: object = "0.3"
 ) -> None:
     """Write ``reached/runs`` next to points where some seeds missed the target, and
-    "not reached" (or "no baseline") at the bottom where the value is missing."""
+    "not reached" (or "no baseline") at the bottom where the value is missing.
+
+    Rows whose baseline never reached the target (``baseline_reached`` 0, see
+    ``Sheet.summary``) get no label: ``draw_lines`` says it once per panel.
+    """
     bottom = axes.get_xaxis_transform()
     for position, (_, row) in zip(x, rows.iterrows(), strict=True):
         median = row[f"{quantity}_median"]
         if pd.isna(median):
+            if row["n_reached"] and row["baseline_reached"] == 0:
+                continue
             label = "no baseline" if row["n_reached"] else f"not reached (0/{row['n_runs']})"
+            # The label is drawn even where nothing else is: keep its x inside the axes.
+            axes.update_datalim([(position, 1.0)], updatey=False)
+            axes.autoscale_view(scaley=False)
             axes.text(
                 position,
                 0.02,
@@ -184,8 +204,28 @@ def mark_unreached(
             )
 
 
-def note_on(axes: Axes, text: str) -> None:
-    """A grey note in the middle of an axes (e.g. "no runs")."""
+def _note_baseline_unreached(axes: Axes, rows: pd.DataFrame, x_column: str) -> None:
+    """Say in the middle of ``axes`` that the baseline of ``rows`` never reached the target
+    (when it did not), naming the ``x_column`` values concerned when the baselines differ
+    along x (batch size)."""
+    stranded = rows[rows["baseline_reached"] == 0]
+    if stranded.empty:
+        return
+    where = ""
+    if x_column in BASELINE_KEY and rows[x_column].nunique() > 1:
+        values = ", ".join(f"{value:g}" for value in sorted(stranded[x_column].unique()))
+        where = f" ({x_column.replace('_', ' ')} {values})"
+    note_on(axes, f"{BASELINE_UNREACHED}{where}.", bbox=NOTE_BOX)
+
+
+def note_on(axes: Axes, text: str, **style: object) -> None:
+    """A grey note in the middle of an axes (e.g. "no runs").
+
+    Args:
+        axes: Where to write.
+        text: The note, wrapped at 40 characters.
+        **style: Passed to ``Axes.text`` (e.g. ``bbox``). Default: none.
+    """
     axes.text(
         0.5,
         0.5,
@@ -195,6 +235,7 @@ def note_on(axes: Axes, text: str) -> None:
         va="center",
         fontsize=8,
         color="0.35",
+        **style,
     )
 
 
@@ -289,7 +330,7 @@ def draw_lines(
 
     Args:
         axes: Where to draw.
-        rows: Summary rows (``analysis.time_to_target.summarize``).
+        rows: Summary rows (``Sheet.summary``: with ``baseline_reached``).
         x_column: The column on the x axis.
         quantity: The summarized quantity on the y axis, e.g. ``fresh_rel``.
         by: Columns whose values make one line. Default ("echo_point",); with
@@ -310,6 +351,7 @@ def draw_lines(
         x = group[x_column].to_numpy(float) * 2 ** (dodge * (k - (len(groups) - 1) / 2))
         draw_median(axes, x, group, quantity, **style)
         mark_unreached(axes, x, group, quantity, style["color"])
+    _note_baseline_unreached(axes, rows, x_column)
 
 
 def _legend(figure: Figure) -> None:

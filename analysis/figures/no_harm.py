@@ -7,21 +7,22 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from analysis.figures import figure
 from analysis.figures._common import (
     ECHO_POINTS,
+    PAPER_CAPTION,
+    RELATIVE_COLUMNS,
     draw_median,
     echo_style,
-    finish,
     matching,
     new_figure,
     note_on,
     one_config_each,
     panel,
     paper_marks,
-    require,
 )
-from analysis.reference import for_figure
-from analysis.time_to_target import BASELINE_KEY, relative_to_baseline, summarize
+from analysis.figures._sheet import Sheet
+from analysis.time_to_target import relative_to_baseline, summarize
 
 __all__ = ["no_harm"]
 
@@ -32,6 +33,9 @@ _SHORT = {
     "before_augment": "example\n(before aug.)",
 }
 _FRESH_LABEL = "fresh examples read (count)"
+_CURVE_COLUMNS = [
+    "study", "record", "workload", "echo_point", "echo_factor", "fresh_examples", "metric",
+]  # fmt: skip
 
 
 def _budget_runs(runs: pd.DataFrame, study: str, notes: list[str]) -> pd.DataFrame:
@@ -104,13 +108,20 @@ def _curves_panel(axis: Axes, rows: pd.DataFrame, curves: pd.DataFrame) -> None:
         note_on(axis, "No eval curves for these runs.")
 
 
-def no_harm(
-    runs: pd.DataFrame,
-    curves: pd.DataFrame,
-    reference: pd.DataFrame | None = None,
-    *,
-    study: str = "no_harm",
-) -> Figure:
+@figure(
+    "no_harm",
+    inputs={"runs": [*RELATIVE_COLUMNS, "best_metric", "record"], "curves": _CURVE_COLUMNS},
+    study="no_harm",
+    caption=(
+        "Top: the best value of the target metric each run reached within its fixed budget "
+        "of fresh examples (runs that trained on to the budget instead of stopping at the "
+        "target), for the baseline and each echo configuration; median over seeds with "
+        "min-max bars; the dashed line is the target, and the axis says whether higher or "
+        "lower is better. Bottom: the metric against fresh examples read, median over seeds "
+        f"(seeds interpolated onto common points) with the min-max range shaded. {PAPER_CAPTION}"
+    ),
+)
+def no_harm(sheet: Sheet) -> Figure:
     """Best metric reached within the fresh-example budget: baseline vs each echo setting.
 
     One column per workload. Top: best metric over each run's eval curve (median over
@@ -129,21 +140,14 @@ def no_harm(
     Returns:
         The figure.
     """
-    require(runs, [*BASELINE_KEY, "echo_point", "echo_factor", "best_metric", "record"], "runs")
-    require(
-        curves,
-        ["study", "record", "workload", "echo_point", "echo_factor", "fresh_examples", "metric"],
-        "curves",
-    )
-    notes: list[str] = []
-    selected = _budget_runs(runs, study, notes)
+    curves, notes = sheet.tables["curves"], sheet.notes
+    selected = _budget_runs(sheet.tables["runs"], sheet.study, notes)
     summary = summarize(relative_to_baseline(selected))
     summary = one_config_each(summary, ["workload", "echo_point", "echo_factor"], notes)
     summary = summary.assign(order=summary["echo_point"].map(ECHO_POINTS.index))
     workloads = sorted(summary["workload"].unique())
-    figure, axes = new_figure(len(workloads), rows=2, size=(4.4, 3.0))
-    paper = for_figure(reference, "no_harm")
-    placed = pd.Series(False, index=paper.index)
+    drawing, axes = new_figure(len(workloads), rows=2, size=(4.4, 3.0))
+    paper = sheet.paper
     for i, workload in enumerate(workloads):
         top, bottom = panel(axes, i, rows=2, row=0), panel(axes, i, rows=2, row=1)
         rows = summary[summary["workload"] == workload].sort_values(["order", "echo_factor"])
@@ -163,7 +167,7 @@ def no_harm(
             xlabel="configuration (echo point, factor e)",
             ylabel=f"best {first['target_metric']} in budget\n({better} is better, {target})",
         )
-        mine = curves["record"].isin(selected["record"]) & (curves["study"] == study)
+        mine = curves["record"].isin(selected["record"]) & (curves["study"] == sheet.study)
         _curves_panel(bottom, rows, curves[mine & (curves["workload"] == workload)])
         bottom.set(xlabel=_FRESH_LABEL, ylabel=f"{first['target_metric']} (median over seeds)")
         for j, (_, row) in enumerate(rows.iterrows()):
@@ -171,9 +175,9 @@ def no_harm(
             hits &= paper["echo_point"].eq(row["echo_point"])
             if hits.any():
                 paper_marks(top, paper[hits], [j] * int(hits.sum()))
-                placed |= hits
+                sheet.place(hits)
     if not workloads:
-        note_on(axes[0, 0], f"No runs in study {study!r}.")
+        sheet.no_data(axes[0, 0])
         axes[0, 0].set(xlabel="configuration (echo point, factor e)", ylabel="best metric")
         axes[1, 0].set(xlabel=_FRESH_LABEL, ylabel="metric")
-    return finish(figure, notes, paper[~placed])
+    return drawing

@@ -1,4 +1,4 @@
-"""Echo-stage counters that stay exact when the stage runs in DataLoader worker processes."""
+"""Echo-stage counters and epochs that stay exact when the stage runs in DataLoader workers."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ __all__ = ["MAX_WORKERS", "WorkerCountTable"]
 MAX_WORKERS = 256
 """Most DataLoader workers one stage can count (one shared-memory row each)."""
 
+_FRESH, _EMITTED, _NEXT_EPOCH, _ACTIVE = range(4)
+
 
 class _SharedRow:
-    """`EchoCounts` look-alike whose fields live in one row of a shared-memory table."""
+    """One worker's row: `EchoCounts` fields plus its next epoch and an in-epoch flag."""
 
     __slots__ = ("_row",)
 
@@ -23,36 +25,56 @@ class _SharedRow:
 
     @property
     def fresh(self) -> int:
-        return int(self._row[0])
+        return int(self._row[_FRESH])
 
     @fresh.setter
     def fresh(self, value: int) -> None:
-        self._row[0] = value
+        self._row[_FRESH] = value
 
     @property
     def emitted(self) -> int:
-        return int(self._row[1])
+        return int(self._row[_EMITTED])
 
     @emitted.setter
     def emitted(self, value: int) -> None:
-        self._row[1] = value
+        self._row[_EMITTED] = value
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch this worker runs when next iterated."""
+        return int(self._row[_NEXT_EPOCH])
+
+    @next_epoch.setter
+    def next_epoch(self, value: int) -> None:
+        self._row[_NEXT_EPOCH] = value
+
+    @property
+    def active(self) -> bool:
+        """Whether this worker is inside an epoch it has not finished."""
+        return bool(self._row[_ACTIVE])
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._row[_ACTIVE] = int(value)
 
 
 class WorkerCountTable:
-    """Per-worker (fresh, emitted) counts in shared memory, one row per worker id.
+    """Per-worker counts, next epoch and in-epoch flag in shared memory, one row per worker.
 
     The table is a shared-memory tensor, so it reaches worker processes whether they are
     forked or spawned (torch shares the storage when the stage is sent to the worker), and the
-    counts accumulate across epochs even when workers are re-created each epoch. Each worker
-    writes only its own row, so no lock is needed. torch unlinks the segment at creation:
-    nothing is left in /dev/shm.
+    counts and epochs carry across epochs even when workers are re-created each epoch: a new
+    worker process starts from the epoch its predecessor finished, so epochs advance without
+    ``set_epoch`` (and ``set_epoch`` reaches persistent workers too). Each worker writes only
+    its own row, so no lock is needed. torch unlinks the segment at creation: nothing is left
+    in /dev/shm.
     """
 
     def __init__(self) -> None:
-        self._table = torch.zeros(MAX_WORKERS, 2, dtype=torch.int64).share_memory_()
+        self._table = torch.zeros(MAX_WORKERS, 4, dtype=torch.int64).share_memory_()
 
     def row(self, worker_id: int) -> _SharedRow:
-        """The counts of worker ``worker_id`` (0-based), updated in place.
+        """The row of worker ``worker_id`` (0-based), updated in place.
 
         Raises:
             ValueError: ``worker_id`` is beyond `MAX_WORKERS`.
@@ -63,9 +85,22 @@ class WorkerCountTable:
 
     def total(self) -> EchoCounts:
         """Sum of every worker's counts."""
-        fresh, emitted = (int(v) for v in self._table.sum(dim=0))
+        fresh, emitted = (int(v) for v in self._table[:, :2].sum(dim=0))
         return EchoCounts(fresh, emitted)
 
-    def reset(self) -> None:
-        """Zero every row."""
+    def next_epoch(self) -> int:
+        """The latest next epoch of any worker (0 before any worker ran)."""
+        return int(self._table[:, _NEXT_EPOCH].max())
+
+    def any_active(self) -> bool:
+        """Whether some worker is inside an unfinished epoch."""
+        return bool(self._table[:, _ACTIVE].any())
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make every worker run ``epoch`` when next iterated."""
+        self._table[:, _NEXT_EPOCH] = epoch
+
+    def reset(self, epoch: int = 0) -> None:
+        """Zero every count and flag; every worker runs ``epoch`` next."""
         self._table.zero_()
+        self.set_epoch(epoch)

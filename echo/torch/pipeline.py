@@ -3,6 +3,7 @@ accounting of the fresh examples behind every batch that reaches training."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -14,20 +15,81 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 from echo.core import (
     EchoCounts,
     check_factor,
+    check_int,
     check_seed,
     check_shuffle_buffer,
     echo_items,
     stage_rng,
 )
 from echo.points import EchoPoint
-from echo.torch.sources import is_indexable, shard
+from echo.state import check_state, make_state
+from echo.torch.distributed import resolve_rank
+from echo.torch.sources import check_source, is_indexable, is_one_shot, one_shot_error, shard
 
-__all__ = ["EchoLoader", "build_pipeline"]
+__all__ = ["EchoLoader", "PipelineSettings", "build_pipeline"]
 
 Augment = Callable[[Any, np.random.Generator], Any]
 Collate = Callable[[list[Any]], Any]
 
 _LOADER_OPTIONS = ("pin_memory", "prefetch_factor", "multiprocessing_context", "timeout")
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSettings:
+    """The settings of one `build_pipeline` pipeline, checked once when built.
+
+    Attributes:
+        batch_size: Examples per collated batch (an int >= 1).
+        point: Echo insertion point. Default None: no echo.
+        factor: Echo factor. Default 1.0.
+        shuffle_buffer: Items in the shuffle buffer after the echo. Default 0.
+        num_workers: DataLoader worker processes. Default 0.
+        seed: Seeds the source order, augmentation and echo draws. Default 0.
+        shuffle: Read a sized source in a new seeded order each epoch. Default True.
+        drop_last: Drop each worker's final partial batch. Default False.
+        rank: This process's distributed rank. Default 0.
+        world_size: Number of distributed processes. Default 1.
+
+    Raises:
+        ValueError: A bad field; the message names it and what is valid.
+    """
+
+    batch_size: int
+    point: EchoPoint | None = None
+    factor: float = 1.0
+    shuffle_buffer: int = 0
+    num_workers: int = 0
+    seed: int = 0
+    shuffle: bool = True
+    drop_last: bool = False
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        point = None if self.point is None else EchoPoint.parse(self.point)
+        checked = {
+            "batch_size": check_int(self.batch_size, "batch_size", minimum=1),
+            "point": point,
+            "factor": check_factor(self.factor),
+            "shuffle_buffer": check_shuffle_buffer(self.shuffle_buffer),
+            "num_workers": check_int(self.num_workers, "num_workers"),
+            "seed": check_seed(self.seed),
+            "shuffle": bool(self.shuffle),
+            "drop_last": bool(self.drop_last),
+        }
+        checked["rank"], checked["world_size"] = resolve_rank(self.rank, self.world_size)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if point is None and (self.factor != 1.0 or self.shuffle_buffer):
+            raise ValueError(
+                f"factor={self.factor} / shuffle_buffer={self.shuffle_buffer} need an echo "
+                f"point; pass point= one of {[p.value for p in EchoPoint]}"
+            )
+
+    def stream(self, *parts: object) -> tuple[object, ...]:
+        """Names a random stream of this rank: rank 0 draws exactly as a single process does,
+        other ranks add their rank."""
+        return parts if self.rank == 0 else (*parts, "rank", self.rank)
 
 
 class _Tagged(NamedTuple):
@@ -59,34 +121,73 @@ def _chunks(items: Iterator[Any], size: int, drop_last: bool) -> Iterator[list[A
         yield chunk
 
 
+def _own_torch_rng(batches: Iterator[_Tagged], seed: int) -> Iterator[_Tagged]:
+    """Run ``batches`` on a torch generator of its own, seeded by ``seed``.
+
+    In a DataLoader worker torch's global generator is already seeded per (epoch, worker);
+    in the main process it belongs to training. This swaps the stage's own state in while a
+    batch is read, augmented and collated (torchvision transforms draw from the global
+    generator), and training's back before the batch is handed on, so both are reproducible.
+    """
+    state = torch.Generator().manual_seed(seed).get_state()
+    while True:
+        outer = torch.get_rng_state()
+        torch.set_rng_state(state)
+        try:
+            tagged = next(batches, None)
+        finally:
+            state = torch.get_rng_state()
+            torch.set_rng_state(outer)
+        if tagged is None:
+            return
+        yield tagged
+
+
 class _ExampleStages(IterableDataset):
     """What runs in each DataLoader worker: its shard of the source up to collated batches."""
 
-    def __init__(self, read: Any, augment: Augment, collate: Collate, spec: dict[str, Any]):
-        self.read, self.augment, self.collate, self.spec = read, augment, collate, spec
+    def __init__(self, read: Any, augment: Augment, collate: Collate, settings: PipelineSettings):
+        self.read, self.augment, self.collate, self.settings = read, augment, collate, settings
         self.epoch = 0
+        self._one_shot_read = False
 
     def _source(self, worker: int, num_workers: int) -> Iterator[Any]:
-        spec = self.spec
-        order = stage_rng(spec["seed"], "source", self.epoch) if spec["shuffle"] else None
-        return shard(self.read, worker, num_workers, order if is_indexable(self.read) else None)
+        settings = self.settings
+        order = None
+        if settings.shuffle and is_indexable(self.read):
+            order = list(range(len(self.read)))
+            stage_rng(settings.seed, "source", self.epoch).shuffle(order)
+        return shard(self.read, worker, num_workers, order, settings.rank, settings.world_size)
 
     def __iter__(self) -> Iterator[_Tagged]:
         info = get_worker_info()
+        if info is None and is_one_shot(self.read):
+            if self._one_shot_read:
+                raise one_shot_error("build_pipeline's read")
+            self._one_shot_read = True
         worker, num_workers = (info.id, info.num_workers) if info else (0, 1)
-        spec, seed = self.spec, self.spec["seed"]
+        batches = self._batches(worker, num_workers)
+        if info is None:
+            seed = stage_rng(self.settings.seed, *self.settings.stream("torch", worker, self.epoch))
+            batches = _own_torch_rng(batches, seed.getrandbits(63))
+        return batches
+
+    def _batches(self, worker: int, num_workers: int) -> Iterator[_Tagged]:
+        settings, seed = self.settings, self.settings.seed
         source = EchoCounts()
         items = _counted(self._source(worker, num_workers), source)
-        point, factor, buffer = spec["point"], spec["factor"], spec["shuffle_buffer"]
+        point, factor, buffer = settings.point, settings.factor, settings.shuffle_buffer
         if point is EchoPoint.BEFORE_AUGMENT:
             rng = stage_rng(seed, "echo", worker, self.epoch)
             items = echo_items(items, factor, buffer, rng, EchoCounts())
-        augment_rng = np.random.default_rng([seed, worker, self.epoch])
+        augment_rng = np.random.default_rng(
+            [seed, worker, self.epoch] + ([] if settings.rank == 0 else [settings.rank])
+        )
         items = (self.augment(example, augment_rng) for example in items)
         if point is EchoPoint.AFTER_AUGMENT:
             rng = stage_rng(seed, "echo", worker, self.epoch)
             items = echo_items(items, factor, buffer, rng, EchoCounts())
-        for chunk in _chunks(items, spec["batch_size"], spec["drop_last"]):
+        for chunk in _chunks(items, settings.batch_size, settings.drop_last):
             yield _Tagged(self.collate(chunk), worker, source.fresh)
 
 
@@ -96,52 +197,54 @@ class EchoLoader:
     Built by `build_pipeline`. Each ``for`` loop over it is one epoch of the source.
 
     Attributes:
+        settings: The pipeline's `PipelineSettings`.
         fresh_examples: Source examples read to produce every batch delivered so far: the
             sum, over workers, of what each worker had read when it made its latest
-            delivered batch (examples waiting in a shuffle buffer count as read).
+            delivered batch (examples waiting in a shuffle buffer count as read). Under DDP,
+            this rank's (`echo.torch.sum_over_ranks` adds them up).
         steps: Batches delivered so far, echoes included.
         epoch: The epoch the next ``for`` loop runs.
     """
 
-    def __init__(self, stages: _ExampleStages, spec: dict[str, Any], loader_options: dict):
-        self._stages, self._spec, self._options = stages, spec, loader_options
+    def __init__(self, stages: _ExampleStages, settings: PipelineSettings, loader_options: dict):
+        self._stages, self.settings, self._options = stages, settings, loader_options
         self.fresh_examples = 0
         self.steps = 0
         self.epoch = 0
         self._epoch_steps = 0
         self._epoch_base = 0
-        self._skip = 0
+        self._resume: dict[str, int] | None = None
 
     @property
     def point(self) -> EchoPoint | None:
         """Where the echo stage sits (None: no echoing)."""
-        return self._spec["point"]
+        return self.settings.point
 
     @property
     def factor(self) -> float:
         """The echo factor (1.0: no echoing)."""
-        return self._spec["factor"]
+        return self.settings.factor
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``for`` loop run ``epoch`` (source order and draws depend on it)."""
-        self.epoch = check_seed(epoch, "epoch")
+        self.epoch = check_int(epoch, "epoch")
 
     def _dataloader(self, epoch: int) -> DataLoader:
         self._stages.epoch = epoch
-        seed = stage_rng(self._spec["seed"], "loader", epoch).getrandbits(62)
-        generator = torch.Generator().manual_seed(seed)
+        seed = stage_rng(self.settings.seed, *self.settings.stream("loader", epoch))
+        generator = torch.Generator().manual_seed(seed.getrandbits(62))
         return DataLoader(
             self._stages,
             batch_size=None,
             collate_fn=_untouched,
-            num_workers=self._spec["num_workers"],
+            num_workers=self.settings.num_workers,
             generator=generator,
             **self._options,
         )
 
     def _fresh_batches(self, loader: DataLoader) -> Iterator[Any]:
         self._epoch_base = self.fresh_examples
-        latest = [0] * max(1, self._spec["num_workers"])
+        latest = [0] * max(1, self.settings.num_workers)
         for tagged in loader:
             latest[tagged.worker] = tagged.fresh
             self.fresh_examples = self._epoch_base + sum(latest)
@@ -151,12 +254,14 @@ class EchoLoader:
         epoch = self.epoch
         self.epoch += 1
         batches = self._fresh_batches(self._dataloader(epoch))
-        spec = self._spec
-        if spec["point"] is EchoPoint.AFTER_BATCH:
-            rng = stage_rng(spec["seed"], "batch_echo", epoch)
-            batches = echo_items(batches, spec["factor"], spec["shuffle_buffer"], rng, EchoCounts())
-        if self._skip:
-            batches = self._replayed(batches)
+        settings = self.settings
+        if settings.point is EchoPoint.AFTER_BATCH:
+            rng = stage_rng(settings.seed, "batch_echo", epoch)
+            batches = echo_items(
+                batches, settings.factor, settings.shuffle_buffer, rng, EchoCounts()
+            )
+        if self._resume is not None:
+            batches = self._replayed(batches, self._resume)
         else:
             self._epoch_steps = 0
         for batch in batches:
@@ -165,39 +270,45 @@ class EchoLoader:
             yield batch
         self._epoch_steps = 0
 
-    def _replayed(self, batches: Iterator[Any]) -> Iterator[Any]:
-        saved_fresh, saved_steps = self.fresh_examples, self.steps
-        for _ in itertools.islice(batches, self._skip):
+    def _replayed(self, batches: Iterator[Any], saved: dict[str, int]) -> Iterator[Any]:
+        for _ in itertools.islice(batches, saved["position"]):
             pass
-        self._epoch_base -= self.fresh_examples - saved_fresh
-        self.fresh_examples, self.steps = saved_fresh, saved_steps
-        self._epoch_steps, self._skip = self._skip, 0
+        self._epoch_base -= self.fresh_examples - saved["fresh"]
+        self.fresh_examples, self.steps = saved["fresh"], saved["emitted"]
+        self._epoch_steps, self._resume = saved["position"], None
         yield from batches
 
     def state_dict(self) -> dict[str, int]:
-        """Progress for `load_state_dict`: ``epoch`` in progress (or next), ``epoch_steps``
-        delivered in it, and the totals ``steps`` and ``fresh_examples``."""
+        """Progress in the shared shape of `echo.state`: ``epoch`` in progress (or next),
+        ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``) and
+        ``emitted`` (= ``steps``)."""
+        if self._resume is not None:
+            return dict(self._resume)
         in_epoch = self._epoch_steps > 0
-        return {
-            "epoch": self.epoch - 1 if in_epoch else self.epoch,
-            "epoch_steps": self._epoch_steps,
-            "steps": self.steps,
-            "fresh_examples": self.fresh_examples,
-        }
+        return make_state(
+            self.epoch - 1 if in_epoch else self.epoch,
+            self._epoch_steps,
+            self.fresh_examples,
+            self.steps,
+        )
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Resume from `state_dict`. The next ``for`` loop re-runs the saved epoch (the
-        pipeline is seeded, so it yields the same batches) and skips what was delivered.
+        pipeline is seeded, so it yields the same batches) and skips what was delivered;
+        until then `state_dict` returns ``state``.
 
         Raises:
             ValueError: A key is missing or negative.
         """
-        for key in ("epoch", "epoch_steps", "steps", "fresh_examples"):
-            if not isinstance(state.get(key), int) or state[key] < 0:
-                raise ValueError(f"state[{key!r}] must be an integer >= 0, got {state.get(key)!r}")
-        self.epoch, self._skip = state["epoch"], state["epoch_steps"]
-        self.steps, self.fresh_examples = state["steps"], state["fresh_examples"]
+        state = check_state(state, "EchoLoader")
+        self.epoch, self.steps, self.fresh_examples = (
+            state["epoch"],
+            state["emitted"],
+            state["fresh"],
+        )
         self._epoch_steps = 0
+        saved = {key: state[key] for key in ("epoch", "position", "fresh", "emitted")}
+        self._resume = saved if saved["position"] else None
 
     def __repr__(self) -> str:
         point = self.point.value if self.point else None
@@ -220,6 +331,8 @@ def build_pipeline(
     seed: int = 0,
     shuffle: bool = True,
     drop_last: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
     **loader_options: Any,
 ) -> EchoLoader:
     """Build read -> [echo] -> augment -> [echo] -> collate -> [echo], echo at ``point``.
@@ -230,20 +343,28 @@ def build_pipeline(
     Args:
         read: Source examples, before augmentation: a sized, indexable collection (list or
             map-style Dataset; read in a seeded order per epoch when ``shuffle``, split across
-            workers) or an iterable (an `IterableDataset` shards itself; any other iterable is
-            split by position).
+            ranks and workers) or an iterable (an `IterableDataset` shards itself; any other
+            iterable is split by position). A map-style Dataset without ``__len__`` is
+            refused; a one-shot iterator read in this process raises on a second epoch.
         augment: ``augment(example, rng) -> example`` with ``rng`` a seeded
-            `numpy.random.Generator`. Default: identity.
+            `numpy.random.Generator`. torch's global generator is seeded too, per (seed,
+            epoch, worker), so torchvision transforms are reproducible; with
+            ``num_workers=0`` it is swapped in only while a batch is made, so training's own
+            torch draws are unaffected. Default: identity.
         collate: ``collate(list_of_examples) -> batch``. Default: torch's `default_collate`.
         point: Echo insertion point (`EchoPoint` or its string). Default None: no echo.
-        factor: Echo factor >= 1 (fractional allowed). Default 1.0.
+        factor: Echo factor in ``[1, MAX_FACTOR]`` (fractional allowed). Default 1.0.
         shuffle_buffer: Shuffle buffer after the echo stage, in items at that point
             (examples, or batches for ``after_batch``). Default 0.
         batch_size: Examples per collated batch.
         num_workers: DataLoader worker processes. Default 0.
         seed: Seeds the source order, augmentation and echo draws. Default 0.
         shuffle: Read a sized source in a new seeded order each epoch. Default True.
-        drop_last: Drop each worker's final partial batch. Default False.
+        drop_last: Drop each worker's final partial batch (one per worker). Default False.
+        rank: This process's distributed rank. Default None: from ``torch.distributed`` when
+            a process group is initialised, else 0. Each rank reads its padded share of a
+            sized source (like ``DistributedSampler``).
+        world_size: Number of distributed processes. Default None (see ``rank``).
         **loader_options: Passed to the DataLoader: ``pin_memory``, ``prefetch_factor``,
             ``multiprocessing_context``, ``timeout``.
 
@@ -253,26 +374,22 @@ def build_pipeline(
     Raises:
         ValueError: A bad argument; the message names it and what is valid.
     """
-    factor = check_factor(factor)
-    spec = {
-        "point": None if point is None else EchoPoint.parse(point),
-        "factor": factor,
-        "shuffle_buffer": check_shuffle_buffer(shuffle_buffer),
-        "seed": check_seed(seed),
-        "num_workers": check_seed(num_workers, "num_workers"),
-        "shuffle": bool(shuffle),
-        "drop_last": bool(drop_last),
-        "batch_size": batch_size,
-    }
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if spec["point"] is None and (factor != 1.0 or shuffle_buffer):
-        raise ValueError(
-            f"factor={factor} / shuffle_buffer={shuffle_buffer} need an echo point; "
-            f"pass point= one of {[p.value for p in EchoPoint]}"
-        )
+    rank, world_size = resolve_rank(rank, world_size)
+    settings = PipelineSettings(
+        batch_size=batch_size,
+        point=point,  # type: ignore[arg-type]
+        factor=factor,
+        shuffle_buffer=shuffle_buffer,
+        num_workers=num_workers,
+        seed=seed,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        rank=rank,
+        world_size=world_size,
+    )
     unknown = sorted(set(loader_options) - set(_LOADER_OPTIONS))
     if unknown:
         raise ValueError(f"unknown loader option(s) {unknown}; valid: {list(_LOADER_OPTIONS)}")
-    stages = _ExampleStages(read, augment or _identity, collate or default_collate, spec)
-    return EchoLoader(stages, spec, loader_options)
+    check_source(read, "read")
+    stages = _ExampleStages(read, augment or _identity, collate or default_collate, settings)
+    return EchoLoader(stages, settings, loader_options)

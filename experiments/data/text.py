@@ -1,8 +1,10 @@
-"""Text to training examples: a byte-level BPE tokenizer trained locally with HF ``tokenizers``,
-and fixed-length windows of token ids."""
+"""Text to training examples: a byte-level BPE tokenizer trained locally with HF ``tokenizers``
+and wrapped as a ``transformers.PreTrainedTokenizerFast`` (saved in the cache, reloadable with
+``PreTrainedTokenizerFast.from_pretrained(folder)``), and fixed-length windows of token ids."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,22 +15,23 @@ __all__ = ["EOS", "bpe_tokenizer", "token_windows"]
 EOS = "<eos>"
 
 
-def bpe_tokenizer(texts: Sequence[str], vocab_size: int, path: Path | None = None):
-    """A byte-level BPE tokenizer trained on ``texts`` (loaded from ``path`` when it exists,
-    saved there after training).
+def bpe_tokenizer(texts: Sequence[str], vocab_size: int, folder: Path | None = None):
+    """A byte-level BPE tokenizer trained on ``texts``, as a ``PreTrainedTokenizerFast``.
 
     Args:
         texts: Training text.
         vocab_size: Vocabulary size, including the ``<eos>`` token.
-        path: JSON file caching the trained tokenizer. Default None: no cache.
+        folder: Where the tokenizer is saved (``save_pretrained``) after training, and loaded
+            from (``from_pretrained``) when it is there. Default None: no cache.
 
     Returns:
-        A `tokenizers.Tokenizer`.
+        A ``transformers.PreTrainedTokenizerFast`` whose ``eos_token`` is ``<eos>``.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
 
-    if path is not None and path.is_file():
-        return Tokenizer.from_file(str(path))
+    if folder is not None and (folder / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(str(folder))
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -39,12 +42,15 @@ def bpe_tokenizer(texts: Sequence[str], vocab_size: int, path: Path | None = Non
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tokenizer.save(str(tmp))
-        tmp.replace(path)
-    return tokenizer
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
+    if folder is not None:  # written next to the folder, then renamed: never half a tokenizer
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        partial = folder.with_name(f".{folder.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        wrapped.save_pretrained(str(partial))
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete one (no tokenizer.json)
+        partial.replace(folder)
+    return wrapped
 
 
 def token_windows(texts: Sequence[str], tokenizer, length: int) -> np.ndarray:
@@ -54,9 +60,9 @@ def token_windows(texts: Sequence[str], tokenizer, length: int) -> np.ndarray:
     Returns:
         ``int32`` array of shape ``(N, length + 1)``.
     """
-    eos = tokenizer.token_to_id(EOS)
+    eos = tokenizer.convert_tokens_to_ids(EOS)
     stream: list[int] = []
-    for encoding in tokenizer.encode_batch(list(texts)):
+    for encoding in tokenizer.backend_tokenizer.encode_batch(list(texts)):
         stream.extend(encoding.ids)
         stream.append(eos)
     count = len(stream) // (length + 1)

@@ -1,15 +1,17 @@
-"""A small decoder-only Transformer language model (pre-norm, learned positions, tied output)."""
+"""The Transformer language model: a ``transformers`` causal LM built from a config (no
+pretrained weights), with GPT-2's architecture (pre-norm blocks, learned positions, input and
+output embeddings tied) and the original Transformer's ReLU feed-forward, no dropout."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-__all__ = ["DecoderLM"]
+__all__ = ["CausalLM"]
 
 
-class DecoderLM(nn.Module):
-    """Causal Transformer over token ids.
+class CausalLM(nn.Module):
+    """A ``transformers.GPT2LMHeadModel`` that maps token ids to next-token logits.
 
     Args:
         vocab_size: Vocabulary size.
@@ -18,7 +20,9 @@ class DecoderLM(nn.Module):
         layers: Transformer blocks. Default 2.
         heads: Attention heads. Default 4.
         ff: Feed-forward width. Default ``4 * d_model``.
-        dropout: Dropout. Default 0.0.
+
+    Attributes:
+        model: The ``transformers`` model (its ``config`` says the size).
     """
 
     def __init__(
@@ -29,23 +33,27 @@ class DecoderLM(nn.Module):
         layers: int = 2,
         heads: int = 4,
         ff: int | None = None,
-        dropout: float = 0.0,
     ):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.position = nn.Parameter(torch.zeros(context, d_model))
-        block = nn.TransformerEncoderLayer(
-            d_model, heads, ff or 4 * d_model, dropout, batch_first=True, norm_first=True
+        config = GPT2Config(
+            vocab_size=vocab_size,
+            n_positions=context,
+            n_embd=d_model,
+            n_layer=layers,
+            n_head=heads,
+            n_inner=ff or 4 * d_model,
+            activation_function="relu",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            tie_word_embeddings=True,
+            bos_token_id=None,
+            eos_token_id=None,
         )
-        self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(d_model)
-        nn.init.normal_(self.embed.weight, std=0.02)
-        nn.init.normal_(self.position, std=0.02)
+        self.model = GPT2LMHeadModel(config)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits of shape ``(batch, length, vocab)`` for ids of shape ``(batch, length)``."""
-        length = tokens.shape[1]
-        mask = nn.Transformer.generate_square_subsequent_mask(length, device=tokens.device)
-        x = self.embed(tokens) + self.position[:length]
-        x = self.blocks(x, mask=mask, is_causal=True)
-        return self.norm(x) @ self.embed.weight.T
+        return self.model(input_ids=tokens, use_cache=False).logits

@@ -5,7 +5,8 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from analysis.figures import CAPTIONS, INPUTS, STUDIES
+from analysis import figures
+from analysis.cli import table_option
 
 OUT = config["out_dir"]
 FIGURES_DIR = config["figures_dir"]
@@ -48,8 +49,9 @@ def flags(options):
 
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
 SPEEDUP_CSV = f"{OUT}/benchmarks/echo_speedup.csv"
-# The tables a figure can be drawn from (analysis.figures.INPUTS names them per figure); a
-# benchmark table is there when the config has the section of the same name.
+# Where the workflow writes each table a figure can be drawn from (analysis.figures.TABLES
+# names them; a figure's registration says which it needs); a benchmark table is there when
+# the config has the section of the same name.
 TABLES = {
     "runs": f"{OUT}/runs.csv",
     "curves": f"{OUT}/eval_curves.csv",
@@ -59,23 +61,24 @@ TABLES = {
 
 
 def figure_names():
-    """Figures the config asks for: one per study, and the benchmarks' when configured."""
-    return [
-        name
-        for name, tables in INPUTS.items()
-        if (STUDIES[name] in PLAN.studies if name in STUDIES else set(tables) <= set(config))
-    ]
+    """Figures the config asks for: those of its studies, and the benchmarks' when configured."""
+    wanted = []
+    for name in figures.names():
+        spec = figures.get(name)
+        if spec.study in PLAN.studies if spec.study else set(spec.inputs) <= set(config):
+            wanted.append(name)
+    return wanted
 
 
 def figure_inputs(wildcards):
-    return {table: TABLES[table] for table in INPUTS[wildcards.name]}
+    return {table: TABLES[table] for table in figures.get(wildcards.name).inputs}
 
 
 def figure_tables(wildcards, input):
     """``--runs results/runs.csv --curves ...``: the `python -m analysis figure` options."""
-    tables = INPUTS[wildcards.name]
-    return " ".join(f"--{table.replace('_', '-')} {input[table]}" for table in tables)
+    tables = figures.get(wildcards.name).inputs
+    return " ".join(f"{table_option(table)} {input[table]}" for table in tables)
 
 
 def figure_caption(wildcards):
-    return CAPTIONS[wildcards.name]
+    return figures.get(wildcards.name).caption

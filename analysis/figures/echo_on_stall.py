@@ -4,19 +4,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from analysis.figures._common import (
-    finish,
-    log2_axis,
-    new_figure,
-    note_on,
-    paper_on,
-    require,
-)
-from analysis.reference import for_figure
+from analysis.figures import figure
+from analysis.figures._common import PAPER_CAPTION, log2_axis, new_figure, paper_on
+from analysis.figures._sheet import Sheet
 
 __all__ = ["echo_on_stall"]
 
@@ -24,7 +17,18 @@ _XLABEL = "measured R = upstream / downstream time per batch (ratio)"
 _YLABEL = "training steps/s\n(\u00d7 no echo, e = 1)"
 
 
-def echo_on_stall(echo_speedup: pd.DataFrame, reference: pd.DataFrame | None = None) -> Figure:
+@figure(
+    "echo_on_stall",
+    inputs={"echo_speedup": ["measured_R", "mode", "factor", "speedup_vs_e1"]},
+    caption=(
+        "Training steps per second relative to no echoing against the measured ratio R of "
+        "upstream to downstream time per batch (simulated upstream latency), for batch "
+        "echoing with fixed factors and for EchoOnStall, which echoes only while the next "
+        "fresh batch is late (up to its maximum factor). Dashed: the ideal min(e, R). "
+        f"{PAPER_CAPTION}"
+    ),
+)
+def echo_on_stall(sheet: Sheet) -> Figure:
     """Speedup in steps per second over e = 1 against the measured R, per echo mode.
 
     One line per fixed echo factor (batch echoing) and one for EchoOnStall (echoes only
@@ -41,11 +45,9 @@ def echo_on_stall(echo_speedup: pd.DataFrame, reference: pd.DataFrame | None = N
     Returns:
         The figure.
     """
-    require(echo_speedup, ["measured_R", "mode", "factor", "speedup_vs_e1"], "echo_speedup")
-    notes: list[str] = []
-    figure, axes = new_figure(1, size=(5.5, 3.8))
+    drawing, axes = new_figure(1, size=(5.5, 3.8))
     axis = axes[0, 0]
-    groups = list(echo_speedup.groupby(["mode", "factor"], sort=True))
+    groups = list(sheet.tables["echo_speedup"].groupby(["mode", "factor"], sort=True))
     colors = sns.color_palette("viridis", len(groups))
     for color, ((mode, factor), rows) in zip(colors, groups, strict=True):
         rows = rows.sort_values("measured_R")
@@ -76,9 +78,8 @@ def echo_on_stall(echo_speedup: pd.DataFrame, reference: pd.DataFrame | None = N
     if groups:
         axis.plot([], [], "k--", alpha=0.5, label="ideal min(e, R)")
     else:
-        note_on(axis, "The echo_speedup table has no rows.")
-    paper = for_figure(reference, "echo_on_stall")
-    placed = paper_on(axis, paper, "R")
+        sheet.no_data(axis)
+    sheet.place(paper_on(axis, sheet.paper, "R"))
     log2_axis(axis, "x")
     axis.set(xlabel=_XLABEL, ylabel=_YLABEL, title="Echoing when the input pipeline stalls")
-    return finish(figure, notes, paper[~placed])
+    return drawing

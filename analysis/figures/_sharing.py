@@ -1,4 +1,5 @@
-"""Figures 7 and 8: shared data loading, throughput and CPU cost against consumers, from the
+"""What the two shared-loading figures (``sharing_throughput``, ``sharing_cpu``) share: one
+column per benchmark workload of a value per loading mode against consumers, drawn from the
 ``shared_loading`` benchmark CSV (``benchmarks/reference/shared_loading.csv``)."""
 
 from __future__ import annotations
@@ -9,19 +10,13 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.figures._common import (
-    finish,
-    log2_axis,
-    new_figure,
-    note_on,
-    panel,
-    paper_on,
-    plain_log,
-    require,
-)
-from analysis.reference import for_figure
+from analysis.figures._common import log2_axis, new_figure, panel, paper_on, plain_log
+from analysis.figures._sheet import Sheet
 
-__all__ = ["sharing_cpu", "sharing_throughput"]
+__all__ = ["COLUMNS", "draw_sharing"]
+
+COLUMNS = ["workload", "mode", "consumers", "consumers_finished"]
+"""Columns of the sharing table both figures need, besides the drawn one."""
 
 _MODES = ("own", "shared", "tensorsocket", "tfdata_service")
 _LABELS = {
@@ -91,15 +86,16 @@ def _mode_lines(axis: Axes, table: pd.DataFrame, column: str) -> None:
         )
 
 
-def _figure(
-    sharing: pd.DataFrame,
-    reference: pd.DataFrame | None,
-    *,
-    name: str,
-    value: pd.Series,
-    labels: tuple[str, str],
-) -> Figure:
-    notes: list[str] = []
+def draw_sharing(sheet: Sheet, value: pd.Series, labels: tuple[str, str]) -> Figure:
+    """Draw ``value`` (one per row of the sharing table) against consumers, one line per
+    mode: top the value, bottom relative to "own" loaders at the same consumers.
+
+    Args:
+        sheet: The figure's sheet (its ``sharing`` table).
+        value: The drawn quantity, indexed like the table.
+        labels: The y labels of the top and bottom panels.
+    """
+    sharing = sheet.tables["sharing"]
     table = sharing.assign(
         value=value, unfinished=sharing["consumers_finished"] < sharing["consumers"]
     )
@@ -107,14 +103,13 @@ def _figure(
     table = table.merge(own.rename("own"), on=["workload", "consumers"], how="left")
     table["relative"] = table["value"] / table["own"]
     if table["own"].isna().any():
-        notes.append(
+        sheet.notes.append(
             "Relative values need the 'own' trial with the same consumers; missing for some trials."
         )
     workloads = list(dict.fromkeys(table["workload"]))
     figure, axes = new_figure(len(workloads), rows=2, size=(4.2, 3.0))
-    paper = for_figure(reference, name)
+    paper = sheet.paper
     relative = _is_relative(paper)
-    placed = pd.Series(False, index=paper.index)
     for i, workload in enumerate(workloads):
         rows = table[table["workload"] == workload]
         for row, (column, rows_paper) in enumerate(
@@ -126,80 +121,13 @@ def _figure(
             _mode_lines(axis, rows, column)
             if column == "relative":
                 axis.axhline(1, color="0.5", linewidth=1, linestyle=":")
-            drawn = paper_on(axis, rows_paper, "consumers", workload=workload)
-            placed |= drawn.reindex(paper.index, fill_value=False)
+            sheet.place(paper_on(axis, rows_paper, "consumers", workload=workload))
             log2_axis(axis, "x")
             axis.set_xticks(sorted(rows["consumers"].unique()))
             axis.set(xlabel="consumers N (training processes)", ylabel=labels[row])
         panel(axes, i, rows=2).set_title(f"benchmark workload: {workload}")
     if not workloads:
-        note_on(axes[0, 0], "The sharing table has no rows.")
+        sheet.no_data(axes[0, 0])
         axes[0, 0].set(xlabel="consumers N (training processes)", ylabel=labels[0])
         axes[1, 0].set(xlabel="consumers N (training processes)", ylabel=labels[1])
-    return finish(figure, notes, paper[~placed])
-
-
-def sharing_throughput(sharing: pd.DataFrame, reference: pd.DataFrame | None = None) -> Figure:
-    """Per-consumer throughput against the number of consumers, one line per loading mode.
-
-    One column per benchmark workload (``images``, ``cpu``). Top: batches per second each
-    consumer receives; bottom: the same relative to every consumer running its own loader
-    at the same N. Trials where not every consumer finished are drawn hollow.
-
-    Args:
-        sharing: The shared_loading benchmark table (columns ``workload``, ``mode``,
-            ``consumers``, ``consumers_finished``, ``per_consumer_batches_per_s``).
-        reference: The papers' values, placed by ``consumers``; a row whose unit is a ratio
-            ("", "x", "ratio", ...) or whose quantity says relative goes on the bottom
-            panel, others on the top. Default None.
-
-    Returns:
-        The figure.
-    """
-    column = "per_consumer_batches_per_s"
-    require(sharing, ["workload", "mode", "consumers", "consumers_finished", column], "sharing")
-    return _figure(
-        sharing,
-        reference,
-        name="sharing_throughput",
-        value=sharing[column],
-        labels=("batches/s per consumer", "per-consumer throughput\n(\u00d7 own loader, same N)"),
-    )
-
-
-def sharing_cpu(
-    sharing: pd.DataFrame, reference: pd.DataFrame | None = None, *, batch_size: int = 64
-) -> Figure:
-    """CPU seconds per delivered sample against the number of consumers, per loading mode.
-
-    ``cpu_ms_per_batch_received`` (CPU time of every process of the trial over the batches
-    all consumers received) divided by 1000 and by ``batch_size``. Bottom: relative to every
-    consumer running its own loader at the same N. Unfinished trials are drawn hollow.
-
-    Args:
-        sharing: The shared_loading benchmark table (columns ``workload``, ``mode``,
-            ``consumers``, ``consumers_finished``, ``cpu_ms_per_batch_received``).
-        reference: The papers' values, placed as in ``sharing_throughput``. Default None.
-        batch_size: Samples per batch in the benchmark. Default 64 (what
-            ``benchmarks/sharing`` uses).
-
-    Returns:
-        The figure.
-
-    Raises:
-        ValueError: ``batch_size`` is not a positive integer.
-    """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    column = "cpu_ms_per_batch_received"
-    require(sharing, ["workload", "mode", "consumers", "consumers_finished", column], "sharing")
-    return _figure(
-        sharing,
-        reference,
-        name="sharing_cpu",
-        value=sharing[column] / 1000 / batch_size,
-        labels=(
-            f"CPU s per delivered sample\n({batch_size}-sample batches)",
-            "CPU per delivered sample\n(\u00d7 own loader, same N)",
-        ),
-    )
+    return figure
