@@ -80,10 +80,13 @@ setup() {
     fi
     nproc
     "$python" - <<'EOF'
-import platform, torch, torchvision, jsonschema, pycocotools.coco  # noqa: F401
-print(f"python {platform.python_version()}, torch {torch.__version__}, "
-      f"torchvision {torchvision.__version__}, jsonschema {jsonschema.__version__}")
-print("cuda:", torch.cuda.is_available() and torch.cuda.get_device_name(0))
+import platform
+from importlib.metadata import version
+
+import datasets, jsonschema, pycocotools.coco, torch, transformers  # noqa: F401
+print("python", platform.python_version(), "cuda:", torch.cuda.is_available() and torch.cuda.get_device_name(0))
+names = "torch torchvision numpy jsonschema attrs pycocotools datasets pyarrow fsspec huggingface-hub transformers tokenizers"
+print(", ".join(f"{name} {version(name)}" for name in names.split()))
 EOF
 }
 

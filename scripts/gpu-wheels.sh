@@ -4,7 +4,8 @@
 # attrs, pytest... but not these), for CPython 3.12 on manylinux x86-64, at the versions
 # requirements/constraints.txt pins for CI:
 #   jsonschema and the packages it needs (run records are validated), pycocotools (COCO mAP
-#   and the COCO reader).
+#   and the COCO reader), datasets with dill and multiprocess (the language models' corpora
+#   are read through it).
 # pyzmq (TensorSocket's transport, benchmarks/sharing.py only) and snakemake (the workflow;
 # its dry plans run in `scripts/gpu-check.sh --dry` here) are not needed there.
 #
@@ -15,9 +16,10 @@ dir=${1:-.gpu-wheels}
 python=${PYTHON:-.venv/bin/python}
 [ -x "$python" ] || python=python3
 # Each listed by name with --no-deps: the closure is this list (their other requirements,
-# typing-extensions, numpy and matplotlib, are in the image), and pip there installs it
-# without resolving anything.
-wheels=(jsonschema jsonschema-specifications referencing rpds-py pycocotools)
+# e.g. attrs, typing-extensions, numpy, pyarrow, fsspec, huggingface-hub and xxhash, are in
+# the image; scripts/gpu-check.sh logs their versions), and pip there installs it without
+# resolving anything.
+wheels=(jsonschema jsonschema-specifications referencing rpds-py pycocotools datasets dill multiprocess)
 rm -rf "$dir"
 mkdir -p "$dir"
 "$python" -m pip download --quiet --no-deps --only-binary :all: --implementation cp \

@@ -69,7 +69,7 @@ def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
         "cifar10_resnet", "lm1b_transformer", "common_crawl_transformer", "coco_ssd",
         "imagenet_resnet",
     ]  # fmt: skip
-    assert [r["model"] for r in paper] == ["CifarResNet", "DecoderLM", "DecoderLM", "SSD", "ResNet"]
+    assert [r["model"] for r in paper] == ["CifarResNet", "CausalLM", "CausalLM", "SSD", "ResNet"]
     for row in paper:
         assert row["steps"] == "1" and float(row["steps_per_s"]) > 0 and row["device"] == "cpu"
         assert "peak_memory_gib" in row
