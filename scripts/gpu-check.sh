@@ -34,6 +34,9 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 exec > >(tee "$out/gpu-check.log") 2>&1
+tee_pid=$!
+# On exit, let tee write the log's last lines before the files are collected.
+trap 'exec >&- 2>&-; wait "$tee_pid" 2> /dev/null' EXIT
 python=${PYTHON:-}
 if [ -z "$python" ]; then
     python=python3
@@ -90,8 +93,9 @@ print(", ".join(f"{name} {version(name)}" for name in names.split()))
 EOF
 }
 
-# config/paper.yaml planned through the SLURM profile, the GPU resources that README's SLURM
-# section shows given on the command line: every training job must ask for a GPU and cuda.
+# config/paper.yaml planned through the SLURM profile with a GPU per training job (the
+# resources the profile's comments show for a site's GPU partition, given on the command
+# line): every training job must ask for a GPU and train on cuda.
 plan() {
     if ! "$python" -c "import snakemake" 2>/dev/null; then
         echo "skipped: snakemake is not installed here (scripts/gpu-check.sh --dry runs it)"
