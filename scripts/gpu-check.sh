@@ -13,7 +13,10 @@
 # whether all passed. Written to OUT_DIR: gpu-check.log (everything printed), steps.csv (each
 # step's status and seconds), gpu-tests.xml, gpu_sharing.csv, gpu_echo.csv, paper_smoke.csv.
 #
-#   scripts/gpu-check.sh [--dry] [OUT_DIR]     # OUT_DIR defaults to $OUT
+#   scripts/gpu-check.sh [--dry] [--only STEP,...] [OUT_DIR]     # OUT_DIR defaults to $OUT
+#
+# --only runs setup and the steps named (e.g. --only sharing,paper), to rerun what failed
+# within what is left of a GPU lease.
 #
 # --dry runs the same steps on the CPU at tiny sizes (no CUDA call; the GPU tests skip), in
 # about a minute: CI runs it (tests/test_gpu_check.py). Through the device tool, from a
@@ -21,14 +24,27 @@
 #   run(command="scripts/gpu-check.sh", carry=[".gpu-wheels"], timeout_s=590)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+usage="usage: scripts/gpu-check.sh [--dry] [--only STEP,...] [OUT_DIR]  (default \$OUT)"
+steps="setup plan tests sharing echo paper"
 dry=0
-if [ "${1:-}" = --dry ]; then
-    dry=1
+only=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --dry) dry=1 ;;
+        --only)
+            only=",${2:-},"
+            shift
+            for name in ${only//,/ }; do
+                [[ " $steps " == *" $name "* ]] || { echo "--only: no step $name; steps: $steps" >&2; exit 2; }
+            done ;;
+        -*) echo "$usage" >&2; exit 2 ;;
+        *) break ;;
+    esac
     shift
-fi
+done
 out=${1:-${OUT:-}}
 if [ -z "$out" ]; then
-    echo "usage: scripts/gpu-check.sh [--dry] [OUT_DIR]  (OUT_DIR defaults to \$OUT)" >&2
+    echo "$usage" >&2
     exit 2
 fi
 mkdir -p "$out"
@@ -53,6 +69,9 @@ echo "step,status,seconds" > "$out/steps.csv"
 step() {
     local name=$1 limit=$2 begin status
     shift 2
+    if [ -n "$only" ] && [ "$name" != setup ] && [[ $only != *",$name,"* ]]; then
+        return 0
+    fi
     begin=$(date +%s)
     echo
     echo "== $name (at $((begin - started)) s, limit $limit s): $*"
