@@ -25,7 +25,7 @@ from experiments import registry
 from experiments.devices import describe, resolve_device, to_device
 from experiments.identity import RunOptions, RunSpec, identity_hash
 from experiments.pipeline import workload_pipeline
-from experiments.record import git_revision, package_versions
+from experiments.record import git_revision, machine, package_versions
 from experiments.upstream import TimedBatch, UpstreamCost
 
 __all__ = ["Run", "RunConfig", "run"]
@@ -214,6 +214,7 @@ class Run:
             },
             "timing": self.meter.summary(total_s),
             "device": describe(self.device),
+            "machine": machine(),
             "threads": self.config.options.threads,
             "versions": package_versions(),
             "git_revision": git_revision(Path(__file__).parent),

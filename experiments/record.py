@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import platform
 import subprocess
 from functools import cache
@@ -17,6 +19,7 @@ __all__ = [
     "SCHEMA_PATH",
     "git_revision",
     "load_schema",
+    "machine",
     "package_versions",
     "validate",
     "write_json_atomically",
@@ -53,6 +56,29 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def machine() -> dict[str, Any]:
+    """The CPU a run trained on: model name, torch's CPU capability, CPU count, platform.
+
+    Records name it because floating point differs between CPU types: the same seed gives
+    the same record on the same machine, not across machines.
+    """
+    import torch
+
+    model = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
+    return {
+        "cpu_model": model or platform.processor() or None,
+        "cpu_capability": capability,
+        "cpus": os.cpu_count() or 1,
+        "platform": platform.platform(),
+    }
 
 
 def git_revision(path: Path = Path(__file__).parent) -> str | None:

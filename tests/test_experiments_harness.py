@@ -307,3 +307,13 @@ def test_to_device_keeps_the_batch_structure():
     moved = to_device(batch, torch.device("cpu"))
     assert isinstance(moved, tuple) and isinstance(moved[1], list) and moved[3] == "label"
     assert torch.equal(moved[2]["y"], torch.arange(3))
+
+
+def test_the_record_names_the_machine_it_trained_on(tmp_path, toy_workload):
+    import torch
+
+    record = run(RunConfig(RunSpec(workload=toy_workload, max_fresh=64), CPU))
+    machine = record["machine"]
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert machine["cpus"] >= 1 and machine["platform"]
+    validate(record)
