@@ -187,6 +187,9 @@ class Peers:
     def __iter__(self) -> Iterator[Peer]:
         return iter(list(self._peers.values()))
 
+    def __len__(self) -> int:
+        return len(self._peers)
+
     def __contains__(self, peer: Peer) -> bool:
         return peer.cid in self._peers
 

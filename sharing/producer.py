@@ -143,6 +143,10 @@ class Producer:
         self._loading.finish()
         self._wake()
 
+    def connected(self) -> int:
+        """Consumers connected now (thread-safe)."""
+        return len(self._peers)
+
     def metrics(self) -> dict[str, Any]:
         """Batches produced and served, per-consumer lag, batches held, producer CPU s."""
         welcomed = self._active()
