@@ -125,13 +125,17 @@ class Peer:
         Raises:
             ProtocolError: A message is malformed or oversized.
         """
+        reset = False
         while not self.closed:
             try:
                 message, fds = protocol.recv(self.sock)
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionResetError:
-                continue  # the peer closed with data unread; what it sent still follows
+                if not reset:  # the peer closed with data unread: what it sent still follows
+                    reset = True
+                    continue
+                message, fds = None, []
             except OSError:
                 message, fds = None, []
             for fd in fds:  # consumers have no reason to send descriptors
@@ -203,6 +207,9 @@ class Peers:
             try:
                 sock, _ = self.listener.accept()
             except BlockingIOError:
+                return
+            except OSError as error:  # e.g. out of descriptors: serving goes on
+                log.warning("cannot accept a connection now: %s", error)
                 return
             pid, uid, _ = endpoints.peer_credentials(sock)
             if uid != os.getuid():
