@@ -11,18 +11,20 @@ import selectors
 import socket
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sharing import endpoint as endpoints
 from sharing import protocol
 from sharing.errors import ProtocolError
+from sharing.policy import Refusal
 from sharing.store import BatchStore
 
 __all__ = ["Peer", "Peers", "SendBatch", "SendEndEpoch"]
 
 log = logging.getLogger("sharing.producer")
+_MAX_REASON_CHARS = 2000
 
 
 class SendBatch(NamedTuple):
@@ -154,6 +156,13 @@ class Peer:
                     self.left = message["type"] == "leave"
                     return
 
+    def refuse(self, refusal: Refusal) -> None:
+        """Tell the peer why it is not served (the reason cut to a safe length)."""
+        reason = refusal.reason
+        if len(reason) > _MAX_REASON_CHARS:
+            reason = reason[:_MAX_REASON_CHARS] + "..."
+        self.send_now("error", code=refusal.code, reason=reason)
+
     def send_now(self, kind: str, **fields: Any) -> None:
         """Send one message, waiting up to 1 s; errors are ignored (the peer is going)."""
         with contextlib.suppress(OSError, ProtocolError):
@@ -222,6 +231,18 @@ class Peers:
             self._peers[peer.cid] = peer
             assert self.selector is not None
             self.selector.register(sock, selectors.EVENT_READ, peer)
+
+    def guarded(self, peer: Peer, handler: Callable[[Peer], None]) -> None:
+        """Run ``handler(peer)``; whatever the peer's messages make it raise drops that peer
+        (telling it why if possible) and nothing else."""
+        try:
+            handler(peer)
+        except Exception as error:
+            if not isinstance(error, ProtocolError):
+                log.exception("consumer %d (pid %d): unexpected error", peer.cid, peer.pid)
+            log.warning("consumer %d (pid %d): %s", peer.cid, peer.pid, protocol.short(error))
+            peer.refuse(Refusal("protocol", f"protocol error: {error}"))
+            self.drop(peer, "left")
 
     def drop(self, peer: Peer, why: str) -> None:
         """Forget ``peer`` and free everything it held; ``why`` is "left" or "lost", but one

@@ -31,7 +31,6 @@ log = logging.getLogger("sharing.producer")
 LATE_JOIN_MODES = protocol.LATE_JOIN_MODES  # kept importable from here for older callers
 _HELLO_TIMEOUT_S = 2.0
 _LIVENESS_EVERY_S = 0.2
-_MAX_REASON_CHARS = 2000
 
 
 class Producer:
@@ -149,7 +148,7 @@ class Producer:
 
     def metrics(self) -> dict[str, Any]:
         """Batches produced and served, per-consumer lag, batches held, producer CPU s."""
-        welcomed = self._active()
+        welcomed = self._peers.active()
         return {
             "batches_produced": self._counters["produced"],
             "batches_served": self._counters["served"],
@@ -189,12 +188,12 @@ class Producer:
                     self._peers.check(now)
                     last_check = now
                 self._produce()
-                for peer in self._active():
+                for peer in self._peers.active():
                     self._flush(peer)
                 if now - last_log >= self.log_every_s:
                     log.info("metrics %s", self.metrics())
                     last_log = now
-            for peer in self._active():  # their queued batches were all sent
+            for peer in self._peers.active():  # their queued batches were all sent
                 peer.send_now("end")
         finally:
             self._stop.set()
@@ -236,9 +235,6 @@ class Producer:
             return True
         return self._loader_done and all(not p.outbox for p in self._peers)
 
-    def _active(self) -> list[Peer]:
-        return self._peers.active()
-
     def _on_event(self, key: selectors.SelectorKey) -> None:
         if key.data == "accept":
             self._peers.accept()
@@ -247,19 +243,7 @@ class Producer:
                 while self._wake_r.recv(4096):
                     pass
         else:
-            self._guarded(key.data, self._read)
-
-    def _guarded(self, peer: Peer, handler: Callable[[Peer], None]) -> None:
-        """Run ``handler(peer)``; whatever the peer's messages make it raise drops that peer
-        (with a reason sent if possible) and nothing else."""
-        try:
-            handler(peer)
-        except Exception as error:
-            if not isinstance(error, ProtocolError):
-                log.exception("consumer %d (pid %d): unexpected error", peer.cid, peer.pid)
-            log.warning("consumer %d (pid %d): %s", peer.cid, peer.pid, protocol.short(error))
-            self._send_error(peer, Refusal("protocol", f"protocol error: {error}"))
-            self._peers.drop(peer, "left")
+            self._peers.guarded(key.data, self._read)
 
     def _read(self, peer: Peer) -> None:
         for message in peer.messages():
@@ -296,7 +280,7 @@ class Producer:
         assert peer.hello is not None
         plan = check_hello(peer.hello) or plan_join(self._position(), peer.hello["late_join"])
         if isinstance(plan, Refusal):
-            self._send_error(peer, plan)
+            peer.refuse(plan)
             self._peers.drop(peer, "left")
             return
         assert isinstance(plan, Join)
@@ -319,12 +303,6 @@ class Producer:
                 self._store.ref(seq, peer.cid)
                 peer.enqueue(seq, live=False)
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)
-
-    def _send_error(self, peer: Peer, refusal: Refusal) -> None:
-        reason = refusal.reason
-        if len(reason) > _MAX_REASON_CHARS:
-            reason = reason[:_MAX_REASON_CHARS] + "..."
-        peer.send_now("error", code=refusal.code, reason=reason)
 
     def _flush(self, peer: Peer) -> None:
         try:
@@ -358,14 +336,14 @@ class Producer:
         )
         for peer in self._peers:
             if peer.hello is not None and not peer.welcomed:
-                self._guarded(peer, self._welcome)
+                self._peers.guarded(peer, self._welcome)
 
     def _place(self, item: Loaded) -> bool:
         """Share a batch and queue it for consumers; False if it must wait."""
         epoch, index, batch = item
         if self._window is None:
             self._first_batch(batch)
-        active = self._active()
+        active = self._peers.active()
         if len(active) < (self.wait_for if self._seq == 0 else 1):
             return False
         if any(len(p.live) >= self.max_lag for p in active):
@@ -395,7 +373,7 @@ class Producer:
         if self._batches_per_epoch is None:
             self._batches_per_epoch = count
         self._store.end_retention()
-        for peer in self._active():
+        for peer in self._peers.active():
             if peer.waiting_epoch is None or peer.waiting_epoch <= epoch:
                 peer.outbox.append(SendEndEpoch(epoch, count))
         self._epoch, self._index = epoch + 1, 0
