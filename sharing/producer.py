@@ -132,7 +132,8 @@ class Producer:
         self.close()
 
     def stop(self) -> None:
-        """Ask `serve` to return soon (thread-safe); consumers then see the stream end."""
+        """Ask `serve` to return soon (thread-safe); consumers then see the stream end, and
+        one in the middle of an epoch raises `SharingError` (`finish` ends cleanly)."""
         self._stop.set()
         self._wake()
 

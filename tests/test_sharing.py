@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -121,6 +122,25 @@ def _join_replay_only(endpoint, outcome):
         outcome.put("joined")
     except LateJoinError as error:
         outcome.put("LateJoinError" if "replay" in str(error) else str(error))
+
+
+def _epochs_until_the_end(endpoint, results):
+    consumer = Consumer(endpoint)
+    epochs = []
+    while not epochs or epochs[-1]:
+        epochs.append([i for batch in consumer for i in batch["id"].tolist()])
+    results.put(epochs)
+
+
+def test_finish_serves_the_epoch_in_progress_whole_then_ends_the_stream(no_shm_left):
+    results = FORK.Queue()
+    with Producer(id_batches(160, 16, delay_s=0.01), epochs=None) as producer:
+        start(_epochs_until_the_end, producer.endpoint, results)
+        threading.Timer(0.25, producer.finish).start()  # in the second or third epoch
+        producer.serve()
+        epochs = results.get(timeout=30)
+    assert len(epochs) >= 3 and epochs[-1] == []  # the stream's end: an empty loop
+    assert all(ids == list(range(160)) for ids in epochs[:-1])
 
 
 def _timeline(endpoint, results, name, per_batch_s):

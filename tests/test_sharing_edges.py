@@ -12,7 +12,7 @@ import time
 import pytest
 from sharing_checks import FORK, consume, id_batches, no_shm_left, start
 
-from sharing import Consumer, LateJoinError, Producer
+from sharing import Consumer, LateJoinError, Producer, SharingError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,6 +65,25 @@ def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
     for late_join in ("auto", "next_epoch"):
         assert outcomes[late_join].startswith("LateJoinError"), outcomes
         assert "last" in outcomes[late_join]
+
+
+def _iterate_reporting(endpoint, outcome):
+    consumer = Consumer(endpoint)
+    try:
+        received = sum(1 for _ in consumer)
+        outcome.put(f"ended quietly after {received}")
+    except SharingError as error:
+        outcome.put(f"SharingError: {error}")
+
+
+def test_a_producer_stopped_mid_epoch_makes_its_consumers_raise_not_end_short():
+    outcome = FORK.Queue()
+    with Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
+        start(_iterate_reporting, producer.endpoint, outcome)
+        threading.Timer(0.5, producer.stop).start()
+        producer.serve()
+        what = outcome.get(timeout=30)
+    assert what.startswith("SharingError") and "middle" in what, what
 
 
 def _serve_forever_at(endpoint, ready):
