@@ -124,7 +124,7 @@ def test_fuzzed_messages_never_cost_a_well_behaved_consumer_a_batch():
         first_epoch = results.get(timeout=30)  # the honest consumer is being served
 
         @settings(
-            max_examples=150,
+            max_examples=300,
             deadline=None,
             database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
