@@ -90,8 +90,8 @@ class Consumer:
             )  # fmt: skip
             self._sock.settimeout(_POLL_S)
             welcome = self._next_message("the welcome (sent once its first batch exists)")
-            if welcome["type"] != "welcome":
-                raise ProtocolError(f"expected a welcome, got {welcome['type']!r}")
+            if welcome["type"] != "welcome" or welcome["mode"] not in protocol.JOIN_MODES:
+                raise ProtocolError(f"expected a welcome, got {protocol.short(welcome)}")
         except BaseException:
             self._sock.close()
             self._closed = True

@@ -90,3 +90,12 @@ def test_rubber_band_and_buffer_size_map_onto_replay_and_max_lag():
     producer.join()
     epochs, finished = results.get(timeout=30)
     assert epochs == [list(range(40))] * 2 and finished == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"rubber_band_pct": 2.0}, "rubber_band_pct"), ({"consumer_max_buffer_size": 0}, "buffer")],
+)
+def test_bad_tensorsocket_arguments_name_themselves(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        TensorProducer([], f"bad{os.getpid()}", **kwargs)
