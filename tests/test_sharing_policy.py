@@ -1,8 +1,9 @@
 """The producer's parts that need no process: join/replay policy, batch store, loader thread,
-re-cutting, and message checks."""
+a peer's queue and leave, re-cutting, and message checks."""
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from sharing import protocol
 from sharing.errors import ProtocolError
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread
+from sharing.peers import Peer, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
 from sharing.recut import recut
 from sharing.store import BatchStore, SharedBatch
@@ -207,3 +209,39 @@ def test_integers_beyond_64_bits_are_refused_and_quoted_briefly():
     with pytest.raises(ProtocolError, match="digits") as caught:
         protocol.check({"type": "release", "seq": 10**4000})
     assert len(str(caught.value)) < 200
+
+
+def peer_and_other_end():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    return Peer(cid=1, sock=ours, pid=0), theirs
+
+
+def test_a_peer_sends_its_queue_reads_what_it_was_sent_and_releases():
+    store = BatchStore()
+    peer, theirs = peer_and_other_end()
+    store.add(0, batch(index=0), [peer.cid], retained=False)
+    peer.enqueue(0, live=True)
+    peer.outbox.append(SendEndEpoch(0, 1))
+    assert peer.flush(store) == 1 and peer.held == {0} and peer.live == {0} and not peer.outbox
+    assert [protocol.recv(theirs)[0]["type"] for _ in range(2)] == ["batch", "end_epoch"]
+    assert not peer.release(store, 5)  # not held: the producer drops such a peer
+    protocol.send(theirs, "release", seq=0)
+    theirs.close()
+    assert [m["type"] for m in peer.messages()] == ["release"] and peer.closed
+    assert peer.release(store, 0) and 0 not in store and not peer.live
+
+
+def test_a_peer_that_said_leave_and_closed_with_batches_unread_is_seen_to_have_left():
+    """The clean-leave case without processes: the leave lies behind a connection reset."""
+    store = BatchStore()
+    peer, theirs = peer_and_other_end()
+    store.add(0, batch(index=0), [peer.cid], retained=False)
+    peer.enqueue(0, live=True)
+    peer.flush(store)
+    protocol.send(theirs, "leave")
+    theirs.close()  # the batch unread
+    with pytest.raises(OSError):
+        peer.sock.send(b"x")  # what the producer sees first
+    peer.drain()
+    assert peer.left
