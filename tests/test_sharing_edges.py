@@ -54,7 +54,7 @@ def _join_late(endpoint, outcome, late_join, after_s):
 def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
     outcome, results = FORK.Queue(), FORK.Queue()
     source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s
-    with Producer(source, epochs=1, replay_batches=0) as producer:
+    with no_shm_left(), Producer(source, epochs=1, replay_batches=0) as producer:
         start(consume, producer.endpoint, results, 1, None, "early")
         for late_join in ("auto", "next_epoch"):
             start(_join_late, producer.endpoint, outcome, late_join, 0.15)
@@ -78,7 +78,7 @@ def _iterate_reporting(endpoint, outcome):
 
 def test_a_producer_stopped_mid_epoch_makes_its_consumers_raise_not_end_short():
     outcome = FORK.Queue()
-    with Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
+    with no_shm_left(), Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
         start(_iterate_reporting, producer.endpoint, outcome)
         threading.Timer(0.5, producer.stop).start()
         producer.serve()
@@ -102,7 +102,7 @@ def test_a_stale_socket_file_left_by_a_killed_producer_is_replaced(tmp_path):
     killed.join(10)
     assert path.exists()  # nobody removed it
     results = FORK.Queue()
-    with Producer(id_batches(48, 16), endpoint=endpoint, epochs=1) as producer:
+    with no_shm_left(), Producer(id_batches(48, 16), endpoint=endpoint, epochs=1) as producer:
         start(consume, endpoint, results, 1, None, "new")
         producer.serve()
         (_, _, epochs, _) = results.get(timeout=30)

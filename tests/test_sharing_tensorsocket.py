@@ -84,11 +84,12 @@ def test_rubber_band_and_buffer_size_map_onto_replay_and_max_lag():
     assert producer.endpoint == endpoint_for(port)
     assert (producer._producer.max_lag, producer._producer._replay_batches) == (3, 3)
     results = FORK.Queue()
-    start(_consume_ts, port, results)
-    for _ in range(2):
-        assert len([batch for batch in producer]) == 10
-    producer.join()
-    epochs, finished = results.get(timeout=30)
+    with no_shm_left():
+        start(_consume_ts, port, results)
+        for _ in range(2):
+            assert len([batch for batch in producer]) == 10
+        producer.join()
+        epochs, finished = results.get(timeout=30)
     assert epochs == [list(range(40))] * 2 and finished == 2
 
 
