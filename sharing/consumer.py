@@ -108,10 +108,15 @@ class Consumer:
         """The next message (with a batch's storages mapped), waiting while the producer
         lives, at most ``timeout_s``; ``what`` names it in the `TimeoutError`."""
         limit = self.timeout_s
-        waited = 0.0
+        waited, reset = 0.0, False
         while True:
             try:
                 message, fds = protocol.recv(self._sock)
+            except ConnectionResetError:
+                if not reset:  # the producer closed with our releases unread: what it sent
+                    reset = True  # before closing (the stream's end) still follows
+                    continue
+                message, fds = None, []
             except TimeoutError:
                 waited += _POLL_S
                 if not endpoints.pid_alive(self._producer_pid):

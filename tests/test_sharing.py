@@ -189,7 +189,10 @@ def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
         metrics = producer.metrics()
     assert epochs == [list(range(640))]
     assert max(gaps) < 1.0
-    assert metrics["consumers_" + ("left" if how == "leave" else "lost")] == 1
+    if how == "leave":  # "stays" may leave too before the producer has finished
+        assert metrics["consumers_lost"] == 0 and metrics["consumers_left"] >= 1
+    else:
+        assert metrics["consumers_lost"] == 1
 
 
 class _SlowIds(torch.utils.data.Dataset):

@@ -10,9 +10,12 @@ import threading
 import time
 
 import pytest
+import torch
 from sharing_checks import FORK, consume, id_batches, no_shm_left, start
 
-from sharing import Consumer, LateJoinError, Producer, SharingError
+from sharing import Consumer, LateJoinError, Producer, SharingError, protocol
+from sharing.endpoint import default_endpoint, listen
+from sharing.layout import describe
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -163,3 +166,32 @@ def test_a_socket_nobody_listens_on_is_not_mistaken_for_a_live_producer(tmp_path
     with Producer([], endpoint=f"unix:{path}") as producer:
         assert producer.endpoint == f"unix:{path}"
     assert not path.exists()
+
+
+def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_cleanly():
+    """Closing a socket with data unread makes the peer's next read fail once (a reset)
+    before what was sent is read: the stream's end must still arrive."""
+    endpoint = default_endpoint()
+    listener = listen(endpoint)
+    batch = torch.arange(4)
+    layout, fds, _keep = describe(batch)
+
+    def producer_that_exits():
+        listener.setblocking(True)
+        sock, _ = listener.accept()
+        protocol.recv(sock)  # hello
+        protocol.send(sock, "welcome", version=protocol.PROTOCOL_VERSION, consumer_id=0,
+                      batches_per_epoch=1, epoch=0, start_index=0, mode="start")  # fmt: skip
+        protocol.send(sock, "batch", fds, seq=0, epoch=0, index=0, layout=layout)
+        protocol.send(sock, "end_epoch", epoch=0, batches=1)
+        protocol.send(sock, "end")
+        time.sleep(0.5)  # the consumer has released batch 0 by now; nobody reads it
+        sock.close()
+
+    server = threading.Thread(target=producer_that_exits)
+    server.start()
+    consumer = Consumer(endpoint)
+    assert [b.tolist() for b in consumer] == [[0, 1, 2, 3]]
+    server.join(10)
+    assert list(consumer) == []  # the end, not ProducerGone
+    listener.close()
