@@ -14,8 +14,7 @@ import pytest
     [
         ("echo", ["tensorflow", "sharing", "experiments", "analysis"]),
         ("echo.torch", ["tensorflow", "sharing", "experiments", "analysis"]),
-        ("sharing", ["tensorflow", "echo", "experiments", "analysis", "zmq"]),
-        ("sharing.tensorsocket", ["tensorflow", "echo", "experiments", "zmq", "tensorsocket"]),
+        ("sharing", ["tensorflow", "echo", "experiments", "analysis"]),
     ],
 )
 def test_importing_a_library_pulls_in_nothing_it_should_not(module, forbidden):

@@ -100,3 +100,13 @@ def test_rubber_band_and_buffer_size_map_onto_replay_and_max_lag():
 def test_bad_tensorsocket_arguments_name_themselves(kwargs, name):
     with pytest.raises(ValueError, match=name):
         TensorProducer([], f"bad{os.getpid()}", **kwargs)
+
+
+@pytest.mark.parametrize("module", ["sharing", "sharing.tensorsocket"])
+def test_the_shared_loader_needs_neither_pyzmq_nor_tensorsocket_nor_the_rest(module):
+    forbidden = ["zmq", "tensorsocket", "tensorflow", "echo", "experiments", "analysis"]
+    code = f"import sys, {module}; print(','.join(m for m in {forbidden!r} if m in sys.modules))"
+    command = [sys.executable, "-c", code]
+    result = subprocess.run(command, capture_output=True, text=True, env=_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
