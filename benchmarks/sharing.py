@@ -5,6 +5,10 @@ N training processes ("consumers") each need the same batches. Modes, run side b
 * ``own``: every consumer runs its own DataLoader (``--workers`` worker processes each);
 * ``shared``: one `sharing.Producer` runs one DataLoader (``--workers`` workers) and serves
   every consumer through shared memory;
+* ``shared_recut``: the same, but each consumer asks for batches of ``--recut-batch`` (48)
+  examples, which do not divide the producer's 64: batches inside one producer batch are
+  views, those that span two are copied (here half of them). Its rate is counted in
+  64-example batches, so it compares with ``shared``;
 * ``tensorsocket``: ``tensorsocket==0.0.5`` in the same role, bound to 127.0.0.1 (only when
   ``--tensorsocket-path`` points at a folder where it is installed, see
   ``benchmarks/install_tensorsocket.sh``);
@@ -43,7 +47,7 @@ from benchmarks.common import machine_note, print_table, write_csv
 from experiments.procstat import TreeCpu
 
 FORK = mp.get_context("fork")
-MODES = ("own", "shared", "tensorsocket", "tfdata_service")
+MODES = ("own", "shared", "shared_recut", "tensorsocket", "tfdata_service")
 BATCH = 64
 
 
@@ -95,8 +99,9 @@ def make_loader(dataset: Dataset, workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=BATCH, num_workers=workers, shuffle=False)
 
 
-def _measure(batches, count: int, report, name: str) -> None:
-    """Consume ``count`` batches, touching each; report (name, received, seconds)."""
+def _measure(batches, count: int, report, name: str, per_batch: float = 1.0) -> None:
+    """Consume ``count`` batches, touching each; report (name, received, seconds,
+    ``per_batch``: how many ``BATCH``-example batches one of these counts as)."""
     first = last = None
     received = 0
     for batch in batches:
@@ -107,7 +112,7 @@ def _measure(batches, count: int, report, name: str) -> None:
         received += 1
         if received == count:
             break
-    report.put((name, received, (last - first) if received > 1 else float("nan")))
+    report.put((name, received, (last - first) if received > 1 else float("nan"), per_batch))
 
 
 # ---------------------------------------------------------------- one process per role
@@ -127,11 +132,11 @@ def shared_producer(dataset, workers, endpoint, consumers):
         producer.serve()
 
 
-def shared_consumer(endpoint, count, report, name):
+def shared_consumer(endpoint, count, report, name, batch_size=None):
     from sharing import Consumer
 
-    with Consumer(endpoint, connect_timeout_s=30) as consumer:
-        _measure(consumer, count, report, name)
+    with Consumer(endpoint, batch_size=batch_size, connect_timeout_s=30) as consumer:
+        _measure(consumer, count, report, name, (batch_size or BATCH) / BATCH)
 
 
 def ts_producer(path, dataset, workers, ports):
@@ -202,21 +207,35 @@ def tfds_consumer(target, count, report, name):
 # ---------------------------------------------------------------- trials
 
 
+def consumer_batches(mode: str, args) -> int:
+    """Batches each consumer reads in ``mode`` (the same examples in every shared mode)."""
+    if mode == "tensorsocket":
+        return args.ts_batches
+    if mode == "shared_recut":
+        return args.batches * BATCH // args.recut_batch
+    return args.batches
+
+
 def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> None:
     """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable."""
-    count = args.ts_batches if mode == "tensorsocket" else args.batches
-    dataset = make_dataset(workload, count + 8, work)
+    count = consumer_batches(mode, args)
+    source_batches = args.ts_batches if mode == "tensorsocket" else args.batches
+    dataset = make_dataset(workload, source_batches + 8, work)
     helpers: list[mp.Process] = []
     if mode == "own":
         targets = [
             (own_consumer, (dataset, args.workers, count, report, i)) for i in range(consumers)
         ]
-    elif mode == "shared":
+    elif mode in ("shared", "shared_recut"):
         endpoint = f"unix:@bench-{os.getpid()}"
         helpers.append(
             FORK.Process(target=shared_producer, args=(dataset, args.workers, endpoint, consumers))
         )
-        targets = [(shared_consumer, (endpoint, args.batches, report, i)) for i in range(consumers)]
+        size = args.recut_batch if mode == "shared_recut" else None
+        targets = [
+            (shared_consumer, (endpoint, consumer_batches(mode, args), report, i, size))
+            for i in range(consumers)
+        ]
     elif mode == "tfdata_service":
         targets_queue = FORK.Queue()
         helpers.append(FORK.Process(target=tfds_server, args=(targets_queue,)))
@@ -295,22 +314,22 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
     cpu = tree.total
     _kill_leftovers(sorted(tree.cpu))
     _remove_leftover_semaphores(shm_before)
-    count = args.ts_batches if mode == "tensorsocket" else args.batches
+    count = consumer_batches(mode, args)
     results = []
     while not report.empty() or len(results) < consumers:
         try:
             results.append(report.get(timeout=1))
         except Exception:
             break
-    rates = [(received - 1) / seconds for _, received, seconds in results if received > 1]
-    received = sum(r for _, r, _ in results)
+    rates = [per * (got - 1) / seconds for _, got, seconds, per in results if got > 1]
+    received = sum(per * got for _, got, _, per in results)
     return {
         "workload": workload,
         "mode": mode,
         "consumers": consumers,
         "workers": args.workers,
         "batches_per_consumer": count,
-        "consumers_finished": sum(r == count for _, r, _ in results),
+        "consumers_finished": sum(got == count for _, got, _, _ in results),
         "per_consumer_batches_per_s": sum(rates) / len(rates) if rates else 0.0,
         "slowest_consumer_batches_per_s": min(rates) if len(rates) == consumers else 0.0,
         "aggregate_batches_per_s": sum(rates),
@@ -341,6 +360,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--batches", type=int, default=100, help="batches per consumer (100)")
     parser.add_argument("--ts-batches", type=int, default=20, help="for tensorsocket (20)")
+    parser.add_argument(
+        "--recut-batch", type=int, default=48, help="consumer batch size of shared_recut (48)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
     parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
     parser.add_argument("--trial-timeout", type=float, default=120.0, help="seconds (120)")

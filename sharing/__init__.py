@@ -1,9 +1,18 @@
 """Shared data loading: one `Producer` runs an input pipeline once and serves each batch to
 every `Consumer` (one per training process) through shared memory.
 
-Data moves zero-copy through a ring of slots in an anonymous memfd whose descriptor reaches
-consumers over a local Unix socket; the socket carries only small schema-checked JSON
-messages (no pickle). See `Producer` and `Consumer` for the delivery guarantees.
+Data moves zero-copy: each batch stays in the anonymous shared memory that holds its tensors
+(where a DataLoader worker already put it), and the producer passes that memory's file
+descriptors to each consumer with a small message over a local Unix socket (SCM_RIGHTS);
+consumers map it copy-on-write. The socket carries only small schema-checked JSON messages
+(no pickle), and whatever a peer sends costs it its own connection at worst. See `Producer`
+and `Consumer` for the delivery guarantees, and `sharing.tensorsocket` for a drop-in
+replacement of TensorSocket's classes.
+
+Modules: `producer` and `consumer` (the API), `protocol` (messages), `endpoint` (sockets),
+`layout` (batches as shared storages), `policy` (who joins how), `store` (batch references
+and replay retention), `peers` (connections), `loading` (the loader thread), `recut`
+(consumer batch sizes).
 """
 
 from sharing.consumer import Consumer

@@ -7,13 +7,13 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import torch
-
 from sharing import endpoint as endpoints
 from sharing import protocol
+from sharing.args import check_int
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
-from sharing.layout import first_dim, map_storages, map_tensors, rebuild
-from sharing.producer import LATE_JOIN_MODES
+from sharing.layout import first_dim, map_storages, rebuild
+from sharing.protocol import LATE_JOIN_MODES
+from sharing.recut import recut
 
 __all__ = ["Consumer"]
 
@@ -30,17 +30,20 @@ class Consumer:
 
     Args:
         endpoint: The producer's endpoint (``Producer.endpoint``).
-        batch_size: Examples per batch for this consumer: None (the producer's), a divisor of
-            the producer's batch size (batches are sliced, no copy) or a multiple of it
-            (consecutive batches are concatenated, a copy). Otherwise a `ValueError` at
-            connect.
+        batch_size: Examples per batch for this consumer: None (the producer's) or any
+            size >= 1. Producer batches are re-cut: a consumer batch inside one producer
+            batch is a view of it (so a divisor of the producer's batch size costs no copy),
+            one that spans two is concatenated (a copy). Each epoch ends with what is left
+            (the tail).
         late_join: What to do when joining mid-epoch. "auto" (default): replay the missed
             batches when the producer still holds them, else start at once with a first
             epoch that wraps into the producer's next epoch. "replay": replay or raise
             `LateJoinError`. "next_epoch": wait for the next epoch.
         connect_timeout_s: How long to wait for the producer's socket. Default 10.
         timeout_s: Raise `TimeoutError` if no message arrives for this long while the
-            producer is alive. Default None: wait (a dead producer is detected in < 1 s).
+            producer is alive, the welcome included (it comes once the producer's first
+            batch exists, which a cold loader may take long to make). Default None: wait as
+            long as the producer lives (a dead producer is detected in < 1 s).
 
     Attributes:
         consumer_id: Id the producer gave this consumer.
@@ -50,8 +53,12 @@ class Consumer:
     Raises:
         ValueError: A bad argument, also one the producer rejects (e.g. ``batch_size``).
         ConnectionError: No producer at ``endpoint``.
-        LateJoinError: ``late_join="replay"`` and the missed batches are gone.
+        TimeoutError: No welcome within ``timeout_s``; (while iterating) no batch within it.
+        LateJoinError: The missed batches are gone and ``late_join="replay"``, or no later
+            epoch follows to make this consumer's first epoch whole.
         ProducerGone: (while iterating) the producer died before the stream ended.
+        SharingError: (while iterating) the stream ended in the middle of an epoch (the
+            producer was stopped), which would otherwise end a ``for`` loop short.
     """
 
     def __init__(
@@ -63,10 +70,7 @@ class Consumer:
         connect_timeout_s: float = 10.0,
         timeout_s: float | None = None,
     ) -> None:
-        if batch_size is not None and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be None or an integer >= 1, got {batch_size!r}")
+        check_int("batch_size", batch_size, 1, allow_none=True)
         if late_join not in LATE_JOIN_MODES:
             raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
         endpoints.parse(endpoint)
@@ -85,9 +89,9 @@ class Consumer:
                 late_join=late_join, pid=os.getpid(),
             )  # fmt: skip
             self._sock.settimeout(_POLL_S)
-            welcome = self._next_message(wait_s=30.0)
-            if welcome["type"] != "welcome":
-                raise ProtocolError(f"expected a welcome, got {welcome['type']!r}")
+            welcome = self._next_message("the welcome (sent once its first batch exists)")
+            if welcome["type"] != "welcome" or welcome["mode"] not in protocol.JOIN_MODES:
+                raise ProtocolError(f"expected a welcome, got {protocol.short(welcome)}")
         except BaseException:
             self._sock.close()
             self._closed = True
@@ -100,14 +104,19 @@ class Consumer:
 
     # ------------------------------------------------------------------ connection
 
-    def _next_message(self, wait_s: float | None = None) -> dict:
+    def _next_message(self, what: str = "a message") -> dict:
         """The next message (with a batch's storages mapped), waiting while the producer
-        lives; ``wait_s`` overrides ``timeout_s``."""
-        limit = self.timeout_s if wait_s is None else wait_s
-        waited = 0.0
+        lives, at most ``timeout_s``; ``what`` names it in the `TimeoutError`."""
+        limit = self.timeout_s
+        waited, reset = 0.0, False
         while True:
             try:
                 message, fds = protocol.recv(self._sock)
+            except ConnectionResetError:
+                if not reset:  # the producer closed with our releases unread: what it sent
+                    reset = True  # before closing (the stream's end) still follows
+                    continue
+                message, fds = None, []
             except TimeoutError:
                 waited += _POLL_S
                 if not endpoints.pid_alive(self._producer_pid):
@@ -117,7 +126,8 @@ class Consumer:
                     ) from None
                 if limit is not None and waited >= limit:
                     raise TimeoutError(
-                        f"no message from the producer at {self.endpoint} for {waited:.1f} s"
+                        f"waited {waited:g} s (timeout_s={limit:g}) for {what} from the "
+                        f"producer at {self.endpoint}; pass a larger timeout_s, or None"
                     ) from None
                 continue
             except OSError:
@@ -161,6 +171,11 @@ class Consumer:
             kind = message["type"]
             if kind == "end":
                 self._ended = True
+                if counted:
+                    raise SharingError(
+                        f"the producer at {self.endpoint} ended its stream after {counted} "
+                        f"batches of epoch {self.epoch}, in the middle of it (it was stopped)"
+                    )
                 return
             if kind == "end_epoch":
                 if self.mode != "wrap":
@@ -188,32 +203,11 @@ class Consumer:
                     yield batch
                     self._release(seq)
             else:
-                yield from self._resized(stream)
+                yield from recut(stream, self.batch_size, self._release)
         finally:
             stream.close()
             for seq in list(self._held):
                 self._release(seq)
-
-    def _resized(self, stream: Iterator[tuple[int, Any]]) -> Iterator[Any]:
-        """Slices of each producer batch (size divides it) or concatenations of several."""
-        size = self.batch_size
-        pending: list[Any] = []
-        pending_rows = 0
-        for seq, batch in stream:
-            rows = first_dim(batch) or 0
-            if size <= (self._producer_batch_size or rows):
-                for start in range(0, rows, size):
-                    yield map_tensors(batch, lambda t, s=start: t[s : s + size])
-                self._release(seq)
-                continue
-            pending.append(batch)
-            pending_rows += rows
-            self._release(seq)  # the views stay valid; the producer need not wait
-            if pending_rows >= size:
-                yield _concat(pending)
-                pending, pending_rows = [], 0
-        if pending:
-            yield _concat(pending)
 
     # ------------------------------------------------------------------ leaving
 
@@ -247,14 +241,3 @@ def _refusal_error(message: dict) -> Exception:
     if code == "late_join":
         return LateJoinError(reason)
     return SharingError(reason)
-
-
-def _concat(batches: list[Any]) -> Any:
-    first = batches[0]
-    if isinstance(first, torch.Tensor):
-        return torch.cat(batches) if first.dim() else first
-    if isinstance(first, dict):
-        return {key: _concat([b[key] for b in batches]) for key in first}
-    if isinstance(first, (tuple, list)):
-        return type(first)(_concat(list(parts)) for parts in zip(*batches, strict=True))
-    return first

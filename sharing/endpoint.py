@@ -1,19 +1,31 @@
 """Endpoints of the control channel: local Unix-domain sockets only.
 
 ``unix:@NAME`` is a Linux abstract socket (nothing on the filesystem, nothing to clean up);
-``unix:/PATH`` is a socket file created owner-only and removed when the producer closes.
+``unix:/PATH`` is a socket file created owner-only and removed when the producer closes (one
+left behind by a killed producer is detected, as nobody accepts on it, and replaced).
 Either way the producer accepts only peers running as its own user (checked with
 SO_PEERCRED), so another user on the machine cannot connect.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import socket
+import stat
 import struct
 
-__all__ = ["connect", "default_endpoint", "listen", "parse", "peer_credentials", "pid_alive"]
+__all__ = [
+    "connect",
+    "default_endpoint",
+    "listen",
+    "parse",
+    "peer_credentials",
+    "pid_alive",
+    "unlink",
+]
 
 
 def default_endpoint() -> str:
@@ -40,8 +52,25 @@ def parse(endpoint: str) -> str | bytes:
 
 
 def listen(endpoint: str, backlog: int = 64) -> socket.socket:
-    """A non-blocking listening socket at ``endpoint`` (a socket file is made owner-only)."""
+    """A non-blocking listening socket at ``endpoint`` (a socket file is made owner-only).
+
+    A socket file that nobody accepts on (left by a producer that was killed) is replaced.
+
+    Raises:
+        OSError: Another process listens at ``endpoint``, or a file that is not a socket is
+            in the way (it is left alone).
+    """
     address = parse(endpoint)
+    try:
+        return _bind(address, backlog)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE or not isinstance(address, str):
+            raise
+        _remove_stale(endpoint, address)
+    return _bind(address, backlog)
+
+
+def _bind(address: str | bytes, backlog: int) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         if isinstance(address, str):
@@ -58,6 +87,32 @@ def listen(endpoint: str, backlog: int = 64) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _remove_stale(endpoint: str, path: str) -> None:
+    """Delete the socket file at ``path`` if nobody listens on it."""
+    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+        raise OSError(errno.EADDRINUSE, f"{endpoint}: {path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except ConnectionRefusedError:  # a socket file without a listener: stale
+        os.unlink(path)
+        return
+    except FileNotFoundError:  # removed meanwhile
+        return
+    finally:
+        probe.close()
+    raise OSError(errno.EADDRINUSE, f"another producer is already listening at {endpoint}")
+
+
+def unlink(endpoint: str) -> None:
+    """Remove the socket file of a ``unix:/PATH`` endpoint, if there (nothing for ``@``)."""
+    address = parse(endpoint)
+    if isinstance(address, str):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address)
 
 
 def connect(endpoint: str, timeout_s: float) -> socket.socket:

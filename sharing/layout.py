@@ -24,7 +24,15 @@ import torch
 
 from sharing.errors import ProtocolError
 
-__all__ = ["MAX_STORAGES", "describe", "first_dim", "map_storages", "map_tensors", "rebuild"]
+__all__ = [
+    "MAX_STORAGES",
+    "describe",
+    "first_dim",
+    "map_storages",
+    "map_tensors",
+    "nbytes",
+    "rebuild",
+]
 
 MAX_STORAGES = 250  # descriptors per message (the kernel allows 253)
 
@@ -67,6 +75,19 @@ def first_dim(batch: Any) -> int | None:
             if size is not None:
                 return size
     return None
+
+
+def nbytes(batch: Any) -> int:
+    """Bytes of the tensors and arrays in ``batch``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.numel() * batch.element_size()
+    if hasattr(batch, "nbytes") and not isinstance(batch, (str, bytes)):
+        return int(batch.nbytes)
+    if isinstance(batch, dict):
+        return sum(nbytes(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(nbytes(v) for v in batch)
+    return 0
 
 
 class _Storages:

@@ -17,7 +17,10 @@ from typing import Any
 from sharing.errors import ProtocolError
 
 __all__ = [
+    "JOIN_MODES",
+    "LATE_JOIN_MODES",
     "MAX_DESCRIPTORS",
+    "MAX_INT",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "SCHEMAS",
@@ -26,9 +29,15 @@ __all__ = [
     "encode",
     "recv",
     "send",
+    "short",
 ]
 
 PROTOCOL_VERSION = 1
+MAX_INT = 2**63 - 1  # integers beyond +-MAX_INT are refused (no field needs them)
+LATE_JOIN_MODES = ("auto", "replay", "next_epoch")
+"""A consumer's choices when it joins mid-epoch (its hello's ``late_join``)."""
+JOIN_MODES = ("start", "replay", "wrap", "next_epoch")
+"""How a consumer was let in (its welcome's ``mode``)."""
 MAX_MESSAGE_BYTES = 64 << 10
 MAX_DESCRIPTORS = 253  # the kernel's limit per message (SCM_MAX_FD)
 
@@ -69,17 +78,32 @@ def check(message: object) -> dict[str, Any]:
     kind = message.get("type")
     schema = SCHEMAS.get(kind) if isinstance(kind, str) else None
     if schema is None:
-        raise ProtocolError(f"unknown message type {kind!r}; valid: {sorted(SCHEMAS)}")
+        raise ProtocolError(f"unknown message type {short(kind)}; valid: {sorted(SCHEMAS)}")
     fields = set(message) - {"type"}
     if fields != set(schema):
         raise ProtocolError(
-            f"{kind!r} message has fields {sorted(fields)}, expected {sorted(schema)}"
+            f"{kind!r} message has fields {short(sorted(fields))}, expected {sorted(schema)}"
         )
     for name, types in schema.items():
         value = message[name]
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise ProtocolError(f"{kind!r} field {name!r} has bad value {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, types)
+            or (isinstance(value, int) and not -MAX_INT <= value <= MAX_INT)
+        ):
+            raise ProtocolError(f"{kind!r} field {name!r} has bad value {short(value)}")
     return message
+
+
+def short(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to about ``limit`` characters (to quote a peer's value safely)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a deeply nested {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def encode(kind: str, **fields: Any) -> bytes:
@@ -91,11 +115,16 @@ def encode(kind: str, **fields: Any) -> bytes:
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """Parse and check one message."""
+    """Parse and check one message.
+
+    Raises:
+        ProtocolError: Anything but a schema-valid JSON object: bad UTF-8 or JSON, nesting
+            too deep to parse, an integer too long to convert, or a schema mismatch.
+    """
     try:
         message = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ProtocolError(f"message is not JSON: {error}") from None
+    except (ValueError, RecursionError) as error:  # ValueError: UTF-8, JSON, integer size
+        raise ProtocolError(f"message is not acceptable JSON: {short(str(error))}") from None
     return check(message)
 
 

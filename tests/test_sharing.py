@@ -3,77 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
+import sharing_checks as checks
 import torch
+from sharing_checks import FORK, collect, consume, id_batches, start
 
 from echo.torch import Echo
 from sharing import Consumer, LateJoinError, Producer, ProducerGone
 
 pytestmark = pytest.mark.timeout(90)
-FORK = mp.get_context("fork")
-
-
-def id_batches(n_samples: int, batch_size: int, delay_s: float = 0.0):
-    """Batches of (sample ids, features); the last one is the short tail."""
-
-    class Source:
-        def __len__(self):
-            return -(-n_samples // batch_size)
-
-        def __iter__(self):
-            for start in range(0, n_samples, batch_size):
-                if delay_s:
-                    time.sleep(delay_s)
-                ids = torch.arange(start, min(start + batch_size, n_samples))
-                yield {"id": ids, "x": ids.float()[:, None].repeat(1, 3)}
-
-    return Source()
-
-
-def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s=0.0, **kw):
-    """Consumer process body: report (name, mode, [[ids of epoch]...], gaps between batches)."""
-    consumer = Consumer(endpoint, batch_size=batch_size, **kw)
-    epochs_ids, gaps, last = [], [], None
-    for _ in range(epochs):
-        ids = []
-        for batch in consumer:
-            now = time.monotonic()
-            if last is not None:
-                gaps.append(now - last)
-            last = now
-            assert torch.equal(batch["x"][:, 0].long(), batch["id"])  # data matches ids
-            ids.extend(batch["id"].tolist())
-            time.sleep(per_batch_s)
-        epochs_ids.append(ids)
-    results.put((name, consumer.mode, epochs_ids, gaps))
-    consumer.leave()
-
-
-def start(target, *args, daemon=True, **kwargs) -> mp.Process:
-    process = FORK.Process(target=target, args=args, kwargs=kwargs, daemon=daemon)
-    process.start()
-    return process
-
-
-def collect(results, count, timeout=30):
-    return sorted((results.get(timeout=timeout) for _ in range(count)), key=lambda r: str(r[0]))
-
-
-def shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm"))
 
 
 @pytest.fixture
 def no_shm_left():
-    before = shm_entries()
-    yield
-    assert shm_entries() - before == set()
+    with checks.no_shm_left():
+        yield
 
 
 @pytest.mark.parametrize("consumers", [1, 2, 3, 4])
@@ -105,22 +55,31 @@ def test_mixed_batch_sizes_slice_and_concatenate(no_shm_left):
         assert epochs == [list(range(100))]
 
 
-def test_batch_size_that_neither_divides_nor_multiplies_is_refused_at_connect():
-    with Producer(id_batches(64, 16), epochs=1) as producer:
-        process = start(_connect_with_batch_size, producer.endpoint, 6)
-        ok = start(consume, producer.endpoint, FORK.Queue(), 1, 16, "ok")
+def _report_cuts(endpoint, results, size):
+    """Report (size, [(ids, is a view of the producer's memory) per batch])."""
+    consumer = Consumer(endpoint, batch_size=size)
+    cuts = [(b["id"].tolist(), b["id"]._base is not None) for b in consumer]
+    results.put((size, cuts))
+    consumer.leave()
+
+
+def test_any_batch_size_is_recut_across_producer_batches_copying_only_what_spans_two():
+    results = FORK.Queue()
+    sizes = (6, 20, 7, 8)  # the producer's is 16, with a tail of 4
+    with Producer(id_batches(100, 16), epochs=1, wait_for=len(sizes)) as producer:
+        for size in sizes:
+            start(_report_cuts, producer.endpoint, results, size)
         producer.serve()
-        process.join(10)
-        ok.join(10)
-    assert process.exitcode == 3
-
-
-def _connect_with_batch_size(endpoint, size):
-    try:
-        Consumer(endpoint, batch_size=size)
-    except ValueError as error:
-        os._exit(3 if "batch_size=6" in str(error) and "16" in str(error) else 4)
-    os._exit(5)
+        reports = dict(collect(results, len(sizes)))
+    for size, cuts in reports.items():
+        assert [i for ids, _ in cuts for i in ids] == list(range(100))
+        assert [len(ids) for ids, _ in cuts] == [size] * (100 // size) + [100 % size] * (
+            100 % size > 0
+        )
+        for ids, is_view in cuts:
+            inside_one = ids[0] // 16 == ids[-1] // 16
+            assert is_view == inside_one, (size, ids)
+    assert all(is_view for _, is_view in reports[8])  # a divisor: zero-copy throughout
 
 
 @pytest.mark.parametrize(("replay_batches", "mode"), [(None, "replay"), (0, "wrap")])
@@ -163,6 +122,25 @@ def _join_replay_only(endpoint, outcome):
         outcome.put("joined")
     except LateJoinError as error:
         outcome.put("LateJoinError" if "replay" in str(error) else str(error))
+
+
+def _epochs_until_the_end(endpoint, results):
+    consumer = Consumer(endpoint)
+    epochs = []
+    while not epochs or epochs[-1]:
+        epochs.append([i for batch in consumer for i in batch["id"].tolist()])
+    results.put(epochs)
+
+
+def test_finish_serves_the_epoch_in_progress_whole_then_ends_the_stream(no_shm_left):
+    results = FORK.Queue()
+    with Producer(id_batches(160, 16, delay_s=0.01), epochs=None) as producer:
+        start(_epochs_until_the_end, producer.endpoint, results)
+        threading.Timer(0.25, producer.finish).start()  # in the second or third epoch
+        producer.serve()
+        epochs = results.get(timeout=30)
+    assert len(epochs) >= 3 and epochs[-1] == []  # the stream's end: an empty loop
+    assert all(ids == list(range(160)) for ids in epochs[:-1])
 
 
 def _timeline(endpoint, results, name, per_batch_s):
@@ -211,7 +189,10 @@ def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
         metrics = producer.metrics()
     assert epochs == [list(range(640))]
     assert max(gaps) < 1.0
-    assert metrics["consumers_" + ("left" if how == "leave" else "lost")] == 1
+    if how == "leave":  # "stays" may leave too before the producer has finished
+        assert metrics["consumers_lost"] == 0 and metrics["consumers_left"] >= 1
+    else:
+        assert metrics["consumers_lost"] == 1
 
 
 class _SlowIds(torch.utils.data.Dataset):
@@ -389,7 +370,8 @@ def test_command_line_serves_a_loader_factory():
         sys.executable, "-m", "sharing", "serve", "--loader", "test_sharing:make_loader",
         "--loader-kwargs", '{"samples": 40}', "--log-level", "WARNING",
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    path = [os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
         endpoint = process.stdout.readline().strip()

@@ -1,0 +1,277 @@
+"""The producer's view of its consumers: per connection, its socket, what is queued for it
+and what it holds (`Peer`); for all of them, accepting, liveness, dropping and counts
+(`Peers`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import selectors
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sharing import endpoint as endpoints
+from sharing import protocol
+from sharing.errors import ProtocolError
+from sharing.policy import Refusal
+from sharing.store import BatchStore
+
+__all__ = ["Peer", "Peers", "SendBatch", "SendEndEpoch"]
+
+log = logging.getLogger("sharing.producer")
+_MAX_REASON_CHARS = 2000
+
+
+class SendBatch(NamedTuple):
+    """Queued: send batch ``seq``."""
+
+    seq: int
+
+
+class SendEndEpoch(NamedTuple):
+    """Queued: tell the consumer that ``epoch`` ended after ``batches`` batches."""
+
+    epoch: int
+    batches: int
+
+
+@dataclass
+class Peer:
+    """One connection, from accept until it is dropped.
+
+    Attributes:
+        cid: Consumer id (also the holder id of its batch references).
+        sock: Its non-blocking socket.
+        pid: Its process id (from SO_PEERCRED).
+        hello: Its hello, once received (answered when the first batch exists).
+        welcomed: Whether it was let in.
+        waiting_epoch: The epoch whose first batch it joins the stream at (next_epoch mode).
+        outbox: Messages queued for it, oldest first.
+        held: Batches sent and not yet released.
+        live: Live (not replayed) batches queued or held: its lag behind the producer.
+        left: Whether it said leave (a clean exit, whatever happens to its socket then).
+        closed: Whether its end of the connection has closed.
+    """
+
+    cid: int
+    sock: socket.socket
+    pid: int
+    connected_at: float = field(default_factory=time.monotonic)
+    hello: dict | None = None
+    welcomed: bool = False
+    waiting_epoch: int | None = None
+    outbox: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
+    held: set[int] = field(default_factory=set)
+    live: set[int] = field(default_factory=set)
+    left: bool = False
+    closed: bool = False
+
+    def enqueue(self, seq: int, *, live: bool) -> None:
+        """Queue batch ``seq`` for this consumer (which must hold a reference to it)."""
+        self.outbox.append(SendBatch(seq))
+        if live:
+            self.live.add(seq)
+
+    def flush(self, store: BatchStore) -> int:
+        """Send queued messages until the socket is full; the number of batches sent.
+
+        Raises:
+            OSError: The connection broke (the peer closed it, or died).
+        """
+        sent = 0
+        while self.outbox:
+            entry = self.outbox[0]
+            body, fds = _record(entry, store)
+            try:
+                if fds:
+                    socket.send_fds(self.sock, [body], fds)
+                else:
+                    self.sock.send(body)
+            except BlockingIOError:
+                break
+            self.outbox.popleft()
+            if isinstance(entry, SendBatch):
+                self.held.add(entry.seq)
+                sent += 1
+        return sent
+
+    def release(self, store: BatchStore, seq: int) -> bool:
+        """Let go of batch ``seq``; False if this consumer does not hold it."""
+        if seq not in self.held:
+            return False
+        self.held.discard(seq)
+        self.live.discard(seq)
+        store.unref(seq, self.cid)
+        return True
+
+    def release_all(self, store: BatchStore) -> None:
+        """Let go of everything queued or held (the consumer is gone)."""
+        for entry in self.outbox:
+            if isinstance(entry, SendBatch):
+                store.unref(entry.seq, self.cid)
+        for seq in self.held:
+            store.unref(seq, self.cid)
+        self.outbox.clear()
+        self.held.clear()
+        self.live.clear()
+
+    def messages(self) -> Iterator[dict]:
+        """Each message the peer has sent and not yet been read (descriptors it sent are
+        closed unread); ``closed`` is set once its connection has ended.
+
+        Raises:
+            ProtocolError: A message is malformed or oversized.
+        """
+        reset = False
+        while not self.closed:
+            try:
+                message, fds = protocol.recv(self.sock)
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionResetError:
+                if not reset:  # the peer closed with data unread: what it sent still follows
+                    reset = True
+                    continue
+                message, fds = None, []
+            except OSError:
+                message, fds = None, []
+            for fd in fds:  # consumers have no reason to send descriptors
+                os.close(fd)
+            if message is None:
+                self.closed = True
+                return
+            yield message
+
+    def drain(self) -> None:
+        """Read what the peer sent before its connection broke, noting a leave."""
+        with contextlib.suppress(OSError, ProtocolError):
+            self.sock.setblocking(False)
+            for count, message in enumerate(self.messages()):
+                if message["type"] == "leave" or count > 10_000:  # a live peer never stops
+                    self.left = message["type"] == "leave"
+                    return
+
+    def refuse(self, refusal: Refusal) -> None:
+        """Tell the peer why it is not served (the reason cut to a safe length)."""
+        reason = refusal.reason
+        if len(reason) > _MAX_REASON_CHARS:
+            reason = reason[:_MAX_REASON_CHARS] + "..."
+        self.send_now("error", code=refusal.code, reason=reason)
+
+    def send_now(self, kind: str, **fields: Any) -> None:
+        """Send one message, waiting up to 1 s; errors are ignored (the peer is going)."""
+        with contextlib.suppress(OSError, ProtocolError):
+            self.sock.settimeout(1.0)
+            protocol.send(self.sock, kind, **fields)
+
+
+def _record(entry: SendBatch | SendEndEpoch, store: BatchStore) -> tuple[bytes, list[int]]:
+    if isinstance(entry, SendBatch):
+        batch = store[entry.seq]
+        body = protocol.encode(
+            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=batch.layout
+        )
+        return body, batch.fds
+    return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), []
+
+
+class Peers:
+    """The producer's connections: accepted from its own user only, watched for death and
+    silence, dropped with their references freed, and counted.
+
+    Args:
+        listener: The listening socket.
+        store: The batch store their references live in.
+        hello_timeout_s: A connection that sends no hello for this long is dropped.
+    """
+
+    def __init__(self, listener: socket.socket, store: BatchStore, hello_timeout_s: float) -> None:
+        self.listener, self.store, self.hello_timeout_s = listener, store, hello_timeout_s
+        self.selector: selectors.BaseSelector | None = None
+        self.counts = {"joined": 0, "left": 0, "lost": 0}
+        self._peers: dict[int, Peer] = {}
+        self._next_cid = 0
+
+    def __iter__(self) -> Iterator[Peer]:
+        return iter(list(self._peers.values()))
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+    def __contains__(self, peer: Peer) -> bool:
+        return peer.cid in self._peers
+
+    def active(self) -> list[Peer]:
+        """The welcomed peers."""
+        return [p for p in self._peers.values() if p.welcomed]
+
+    def accept(self) -> None:
+        """Accept every pending connection of this user (others are closed at once)."""
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as error:  # e.g. out of descriptors: serving goes on
+                log.warning("cannot accept a connection now: %s", error)
+                return
+            pid, uid, _ = endpoints.peer_credentials(sock)
+            if uid != os.getuid():
+                log.warning("refused a connection from uid %d (pid %d)", uid, pid)
+                sock.close()
+                continue
+            sock.setblocking(False)
+            peer = Peer(self._next_cid, sock, pid)
+            self._next_cid += 1
+            self._peers[peer.cid] = peer
+            assert self.selector is not None
+            self.selector.register(sock, selectors.EVENT_READ, peer)
+
+    def guarded(self, peer: Peer, handler: Callable[[Peer], None]) -> None:
+        """Run ``handler(peer)``; whatever the peer's messages make it raise drops that peer
+        (telling it why if possible) and nothing else."""
+        try:
+            handler(peer)
+        except Exception as error:
+            if not isinstance(error, ProtocolError):
+                log.exception("consumer %d (pid %d): unexpected error", peer.cid, peer.pid)
+            log.warning("consumer %d (pid %d): %s", peer.cid, peer.pid, protocol.short(error))
+            peer.refuse(Refusal("protocol", f"protocol error: {error}"))
+            self.drop(peer, "left")
+
+    def drop(self, peer: Peer, why: str) -> None:
+        """Forget ``peer`` and free everything it held; ``why`` is "left" or "lost", but one
+        that said leave counts as left, whatever became of its socket since."""
+        if self._peers.pop(peer.cid, None) is None:
+            return
+        if why == "lost" and not peer.left:
+            peer.drain()
+        why = "left" if peer.left else why
+        if self.selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(peer.sock)
+        peer.sock.close()
+        peer.release_all(self.store)
+        if peer.welcomed:
+            self.counts[why] += 1
+            log.info("consumer %d (pid %d) %s", peer.cid, peer.pid, why)
+
+    def check(self, now: float) -> None:
+        """Drop peers whose process died, and connections that sent no hello in time."""
+        for peer in list(self._peers.values()):
+            if not endpoints.pid_alive(peer.pid):
+                self.drop(peer, "lost")
+            elif peer.hello is None and now - peer.connected_at > self.hello_timeout_s:
+                log.warning("dropped a connection that sent no hello (pid %d)", peer.pid)
+                self.drop(peer, "left")
+
+    def close(self) -> None:
+        """Close every connection."""
+        for peer in self._peers.values():
+            peer.sock.close()
+        self._peers.clear()

@@ -1,0 +1,121 @@
+"""The producer's join and replay policy, as pure functions of where the producer stands.
+
+A consumer that says hello is let in one of four ways (`protocol.JOIN_MODES`): ``start``
+(before the epoch's first batch), ``replay`` (the batches it missed are still held: it gets
+them first, then the live stream), ``wrap`` (its first epoch runs from where it joined into
+the producer's next epoch) or ``next_epoch`` (it waits for the next epoch); or it is refused
+with a reason. A consumer's epoch is never silently short: where neither replay nor a next
+epoch can make it whole, the join is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from sharing import protocol
+
+__all__ = ["Join", "Position", "Refusal", "check_hello", "plan_join", "replay_window"]
+
+
+class Position(NamedTuple):
+    """Where the producer stands when a consumer joins.
+
+    Attributes:
+        epoch: Epoch of the next batch the producer shares.
+        index: Batches of ``epoch`` already shared (0: the epoch has not started).
+        window: Leading batches of each epoch held for replay.
+        batches_per_epoch: Batches per epoch, if known (the loader's length, or counted).
+        epochs: Epochs the producer serves in all; None: until stopped.
+        finished: Whether the producer has shared its last batch.
+    """
+
+    epoch: int
+    index: int
+    window: int
+    batches_per_epoch: int | None
+    epochs: int | None
+    finished: bool = False
+
+
+class Join(NamedTuple):
+    """How a consumer joins: ``mode`` (one of `protocol.JOIN_MODES`), the producer epoch of
+    its first batch, and that batch's index in the epoch."""
+
+    mode: str
+    epoch: int
+    start_index: int
+
+
+class Refusal(NamedTuple):
+    """Why a consumer is not served: ``code`` (bad_argument, protocol, late_join, finished)
+    tells the consumer which exception to raise; ``reason`` is the message."""
+
+    code: str
+    reason: str
+
+
+def replay_window(
+    replay_batches: int | None, replay_bytes: int, batch_nbytes: int, batches_per_epoch: int | None
+) -> int:
+    """Leading batches of each epoch to hold for late joiners.
+
+    Args:
+        replay_batches: The producer's ``replay_batches`` (None: derive from bytes).
+        replay_bytes: Memory budget used when ``replay_batches`` is None.
+        batch_nbytes: Bytes of one batch (the first).
+        batches_per_epoch: Caps the window at one epoch when known.
+    """
+    window = replay_bytes // max(batch_nbytes, 1) if replay_batches is None else replay_batches
+    return window if batches_per_epoch is None else min(window, batches_per_epoch)
+
+
+def check_hello(hello: dict[str, Any]) -> Refusal | None:
+    """A `Refusal` if a (schema-valid) hello asks for what no producer serves, else None."""
+    if hello["version"] != protocol.PROTOCOL_VERSION:
+        return Refusal(
+            "protocol",
+            f"protocol version {protocol.short(hello['version'])} != producer's "
+            f"{protocol.PROTOCOL_VERSION}",
+        )
+    if hello["late_join"] not in protocol.LATE_JOIN_MODES:
+        return Refusal(
+            "bad_argument",
+            f"late_join={protocol.short(hello['late_join'])}; "
+            f"valid: {list(protocol.LATE_JOIN_MODES)}",
+        )
+    size = hello["batch_size"]
+    if size is not None and size < 1:
+        return Refusal("bad_argument", f"batch_size must be None or an integer >= 1, got {size}")
+    return None
+
+
+def plan_join(position: Position, late_join: str) -> Join | Refusal:
+    """How a consumer asking for ``late_join`` (one of `protocol.LATE_JOIN_MODES`) joins a
+    producer at ``position``."""
+    epoch, index, window = position.epoch, position.index, position.window
+    if position.finished or (position.epochs is not None and epoch >= position.epochs):
+        return Refusal("finished", "the producer has served all its epochs")
+    if index == 0:
+        return Join("start", epoch, 0)
+    if index <= window:
+        return Join("replay", epoch, 0)
+    where = (
+        f"joined at batch {index} of epoch {epoch}, but only the first {window} batches of an "
+        "epoch are kept for replay"
+    )
+    if late_join == "replay":
+        return Refusal(
+            "late_join",
+            f"{where}; pass late_join='auto' or 'next_epoch', or give the producer more "
+            "replay_batches",
+        )
+    if position.epochs is not None and epoch == position.epochs - 1:
+        return Refusal(
+            "late_join",
+            f"{where}, and this is the producer's last epoch (epochs={position.epochs}): "
+            f"late_join={late_join!r} needs a next epoch; join before the epoch starts, or "
+            "give the producer more replay_batches or epochs",
+        )
+    if late_join == "next_epoch" or position.batches_per_epoch is None:
+        return Join("next_epoch", epoch + 1, 0)
+    return Join("wrap", epoch, index)

@@ -1,0 +1,99 @@
+"""The producer's shared batches: each is kept while a consumer holds a reference to it or
+while it is retained for replay, and dropped as soon as neither is true."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BatchStore", "SharedBatch"]
+
+
+@dataclass
+class SharedBatch:
+    """A batch as consumers receive it: its place in the stream, its layout and descriptors
+    (see `sharing.layout`), the tensors that keep its memory alive, and its size in bytes."""
+
+    epoch: int
+    index: int
+    layout: dict
+    fds: list[int]
+    keep: list[Any]
+    nbytes: int
+    refs: set[int] = field(default_factory=set)
+    retained: bool = False
+
+
+class BatchStore:
+    """Batches by sequence number, with references by holder id and replay retention.
+
+    A batch added with no holder and not retained is dropped at once; otherwise it lives
+    until its last holder lets go (`unref`) and its retention has ended (`end_retention`).
+    Dropping a batch drops the producer's references to its memory, which the kernel frees
+    once every consumer has unmapped it too.
+    """
+
+    def __init__(self) -> None:
+        self._batches: dict[int, SharedBatch] = {}
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._batches
+
+    def __getitem__(self, seq: int) -> SharedBatch:
+        return self._batches[seq]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._batches))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every batch held."""
+        return sum(batch.nbytes for batch in self._batches.values())
+
+    def add(self, seq: int, batch: SharedBatch, holders: list[int], *, retained: bool) -> None:
+        """Keep ``batch`` as ``seq`` for ``holders`` (and for replay if ``retained``)."""
+        if seq in self._batches:
+            raise ValueError(f"batch {seq} is already in the store")
+        batch.refs.update(holders)
+        batch.retained = retained
+        self._batches[seq] = batch
+        self._drop_if_unused(seq)
+
+    def ref(self, seq: int, holder: int) -> None:
+        """Add ``holder``'s reference to batch ``seq`` (which must be held)."""
+        self._batches[seq].refs.add(holder)
+
+    def unref(self, seq: int, holder: int) -> None:
+        """Remove ``holder``'s reference to ``seq``, dropping the batch if now unused; a batch
+        already gone or a holder without a reference is ignored."""
+        batch = self._batches.get(seq)
+        if batch is not None:
+            batch.refs.discard(holder)
+            self._drop_if_unused(seq)
+
+    def end_retention(self) -> None:
+        """End replay retention of every batch (dropping those nobody holds)."""
+        for seq in list(self._batches):
+            self._batches[seq].retained = False
+            self._drop_if_unused(seq)
+
+    def replayable(self, epoch: int, before: int) -> list[int]:
+        """Retained batches of ``epoch`` with index < ``before``, in stream order."""
+        return [
+            seq
+            for seq, batch in sorted(self._batches.items())
+            if batch.retained and batch.epoch == epoch and batch.index < before
+        ]
+
+    def clear(self) -> None:
+        """Drop every batch."""
+        self._batches.clear()
+
+    def _drop_if_unused(self, seq: int) -> None:
+        batch = self._batches[seq]
+        if not batch.refs and not batch.retained:
+            del self._batches[seq]

@@ -1,0 +1,87 @@
+"""Helpers shared by the `sharing` tests: id-carrying batches, consumer process bodies and a
+leak check."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterator
+
+import torch
+
+FORK = mp.get_context("fork")
+
+
+def id_batches(n_samples: int, batch_size: int, delay_s: float = 0.0, first_delay_s: float = 0.0):
+    """Batches of (sample ids, features); the last one is the short tail. ``first_delay_s``
+    delays the first batch of each epoch (a cold start)."""
+
+    class Source:
+        def __len__(self):
+            return -(-n_samples // batch_size)
+
+        def __iter__(self):
+            for start in range(0, n_samples, batch_size):
+                if delay_s or (first_delay_s and start == 0):
+                    time.sleep(first_delay_s if start == 0 and first_delay_s else delay_s)
+                ids = torch.arange(start, min(start + batch_size, n_samples))
+                yield {"id": ids, "x": ids.float()[:, None].repeat(1, 3)}
+
+    return Source()
+
+
+def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s=0.0, **kw):
+    """Consumer process body: report (name, mode, [[ids of epoch]...], gaps between batches)."""
+    from sharing import Consumer
+
+    consumer = Consumer(endpoint, batch_size=batch_size, **kw)
+    epochs_ids, gaps, last = [], [], None
+    for _ in range(epochs):
+        ids = []
+        for batch in consumer:
+            now = time.monotonic()
+            if last is not None:
+                gaps.append(now - last)
+            last = now
+            assert torch.equal(batch["x"][:, 0].long(), batch["id"])  # data matches ids
+            ids.extend(batch["id"].tolist())
+            time.sleep(per_batch_s)
+        epochs_ids.append(ids)
+    results.put((name, consumer.mode, epochs_ids, gaps))
+    consumer.leave()
+
+
+def start(target, *args, daemon=True, **kwargs) -> mp.Process:
+    process = FORK.Process(target=target, args=args, kwargs=kwargs, daemon=daemon)
+    process.start()
+    return process
+
+
+def collect(results, count, timeout=30):
+    return sorted((results.get(timeout=timeout) for _ in range(count)), key=lambda r: str(r[0]))
+
+
+def shm_entries() -> set[str]:
+    """Entries of /dev/shm but POSIX semaphores (the shared loader makes none; other
+    processes on the machine, e.g. spawned multiprocessing pools, keep theirs there)."""
+    return {name for name in os.listdir("/dev/shm") if not name.startswith("sem.")}
+
+
+@contextlib.contextmanager
+def no_shm_left() -> Iterator[None]:
+    """Check that nothing new is left in /dev/shm (the shared loader creates nothing there).
+
+    The folder is the machine's: an entry that goes away within a second was another
+    process's passing use (a semaphore, a tensor on its way), not a leak.
+    """
+    before = shm_entries()
+    yield
+    new = shm_entries() - before
+    for _ in range(10):
+        if not new:
+            break
+        time.sleep(0.1)
+        new &= shm_entries()
+    assert new == set(), f"left in /dev/shm: {sorted(new)}"

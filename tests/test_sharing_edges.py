@@ -1,0 +1,197 @@
+"""`sharing` edge cases: a slow first batch, a late join in the last epoch, a stale socket
+file, and leaving counted as leaving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+import torch
+from sharing_checks import FORK, consume, id_batches, no_shm_left, start
+
+from sharing import Consumer, LateJoinError, Producer, SharingError, protocol
+from sharing.endpoint import default_endpoint, listen
+from sharing.layout import describe
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _connect_timed(endpoint, outcome, timeout_s):
+    began = time.monotonic()
+    try:
+        Consumer(endpoint, timeout_s=timeout_s)
+        outcome.put(("welcomed", time.monotonic() - began))
+    except TimeoutError as error:
+        outcome.put((f"TimeoutError: {error}", time.monotonic() - began))
+
+
+def test_the_wait_for_the_welcome_honours_timeout_s():
+    """The welcome comes with the producer's first batch; a consumer waits for it as long as
+    its ``timeout_s`` says (None: as long as the producer lives), not a fixed 30 s."""
+    outcome, results = FORK.Queue(), FORK.Queue()
+    with no_shm_left(), Producer(id_batches(64, 16, first_delay_s=4.0), epochs=1) as producer:
+        start(_connect_timed, producer.endpoint, outcome, 0.5)
+        start(consume, producer.endpoint, results, 1, None, "patient", timeout_s=None)
+        producer.serve()
+        what, waited = outcome.get(timeout=30)
+        (_, _, epochs, _) = results.get(timeout=30)
+    assert what.startswith("TimeoutError") and "0.5" in what
+    assert waited < 3.5  # well before the first batch (4 s)
+    assert epochs == [list(range(64))]
+
+
+def _join_late(endpoint, outcome, late_join, after_s):
+    time.sleep(after_s)
+    try:
+        consumer = Consumer(endpoint, late_join=late_join)
+        ids = [i for batch in consumer for i in batch["id"].tolist()]
+        outcome.put((late_join, f"received {len(ids)} samples"))
+    except LateJoinError as error:
+        outcome.put((late_join, f"LateJoinError: {error}"))
+
+
+def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
+    outcome, results = FORK.Queue(), FORK.Queue()
+    source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s
+    with no_shm_left(), Producer(source, epochs=1, replay_batches=0) as producer:
+        start(consume, producer.endpoint, results, 1, None, "early")
+        for late_join in ("auto", "next_epoch"):
+            start(_join_late, producer.endpoint, outcome, late_join, 0.15)
+        producer.serve()
+        outcomes = dict(outcome.get(timeout=30) for _ in range(2))
+        (_, _, epochs, _) = results.get(timeout=30)
+    assert epochs == [list(range(320))]
+    for late_join in ("auto", "next_epoch"):
+        assert outcomes[late_join].startswith("LateJoinError"), outcomes
+        assert "last" in outcomes[late_join]
+
+
+def _iterate_reporting(endpoint, outcome):
+    consumer = Consumer(endpoint)
+    try:
+        received = sum(1 for _ in consumer)
+        outcome.put(f"ended quietly after {received}")
+    except SharingError as error:
+        outcome.put(f"SharingError: {error}")
+
+
+def test_a_producer_stopped_mid_epoch_makes_its_consumers_raise_not_end_short():
+    outcome = FORK.Queue()
+    with no_shm_left(), Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
+        start(_iterate_reporting, producer.endpoint, outcome)
+        threading.Timer(0.5, producer.stop).start()
+        producer.serve()
+        what = outcome.get(timeout=30)
+    assert what.startswith("SharingError") and "middle" in what, what
+
+
+def _serve_forever_at(endpoint, ready):
+    with Producer(id_batches(100_000, 16, delay_s=0.01), endpoint=endpoint, epochs=1) as producer:
+        ready.put(producer.endpoint)
+        producer.serve()
+
+
+def test_a_stale_socket_file_left_by_a_killed_producer_is_replaced(tmp_path):
+    path = tmp_path / "producer.sock"
+    endpoint = f"unix:{path}"
+    ready = FORK.Queue()
+    killed = start(_serve_forever_at, endpoint, ready)
+    ready.get(timeout=10)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.join(10)
+    assert path.exists()  # nobody removed it
+    results = FORK.Queue()
+    with no_shm_left(), Producer(id_batches(48, 16), endpoint=endpoint, epochs=1) as producer:
+        start(consume, endpoint, results, 1, None, "new")
+        producer.serve()
+        (_, _, epochs, _) = results.get(timeout=30)
+    assert epochs == [list(range(48))]
+    assert not path.exists()
+
+
+def test_a_live_producer_or_a_regular_file_at_the_path_is_never_replaced(tmp_path):
+    path = tmp_path / "producer.sock"
+    with Producer([], endpoint=f"unix:{path}"):
+        with pytest.raises(OSError, match="already listening"):
+            Producer([], endpoint=f"unix:{path}")
+        assert path.exists()
+    regular = tmp_path / "notes.txt"
+    regular.write_text("keep me")
+    with pytest.raises(OSError, match="not a socket"):
+        Producer([], endpoint=f"unix:{regular}")
+    assert regular.read_text() == "keep me"
+
+
+def _leave_early(endpoint, batches, left):
+    consumer = Consumer(endpoint)
+    for i, _ in enumerate(consumer):
+        if i + 1 == batches:
+            break
+    consumer.leave()
+    left.put(os.getpid())
+    time.sleep(3)  # alive, with its socket closed
+
+
+def test_consumers_that_call_leave_are_counted_as_left_never_as_lost():
+    """Both leave while the producer is still sending to them (a fast loader)."""
+    left = FORK.Queue()
+    with no_shm_left(), Producer(id_batches(16_000, 16), epochs=1, wait_for=2) as producer:
+        for _ in range(2):
+            start(_leave_early, producer.endpoint, 3, left)
+
+        def stop_once_both_left():
+            left.get(timeout=30)
+            left.get(timeout=30)
+            time.sleep(0.5)  # for the producer to notice
+            producer.stop()
+
+        stopper = threading.Thread(target=stop_once_both_left)
+        stopper.start()
+        producer.serve()
+        stopper.join()
+        metrics = producer.metrics()
+    assert (metrics["consumers_left"], metrics["consumers_lost"]) == (2, 0)
+
+
+def test_a_socket_nobody_listens_on_is_not_mistaken_for_a_live_producer(tmp_path):
+    """A socket file bound by a process that never listens (or closed) is stale too."""
+    path = tmp_path / "bound.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.bind(str(path))
+    sock.close()
+    with Producer([], endpoint=f"unix:{path}") as producer:
+        assert producer.endpoint == f"unix:{path}"
+    assert not path.exists()
+
+
+def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_cleanly():
+    """Closing a socket with data unread makes the peer's next read fail once (a reset)
+    before what was sent is read: the stream's end must still arrive."""
+    endpoint = default_endpoint()
+    listener = listen(endpoint)
+    batch = torch.arange(4)
+    layout, fds, _keep = describe(batch)
+
+    def producer_that_exits():
+        listener.setblocking(True)
+        sock, _ = listener.accept()
+        protocol.recv(sock)  # hello
+        protocol.send(sock, "welcome", version=protocol.PROTOCOL_VERSION, consumer_id=0,
+                      batches_per_epoch=1, epoch=0, start_index=0, mode="start")  # fmt: skip
+        protocol.send(sock, "batch", fds, seq=0, epoch=0, index=0, layout=layout)
+        protocol.send(sock, "end_epoch", epoch=0, batches=1)
+        protocol.send(sock, "end")
+        time.sleep(0.5)  # the consumer has released batch 0 by now; nobody reads it
+        sock.close()
+
+    server = threading.Thread(target=producer_that_exits)
+    server.start()
+    consumer = Consumer(endpoint)
+    assert [b.tolist() for b in consumer] == [[0, 1, 2, 3]]
+    server.join(10)
+    assert list(consumer) == []  # the end, not ProducerGone
+    listener.close()
