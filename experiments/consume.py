@@ -82,7 +82,8 @@ class ConsumedBatches:
         echo_factor: Batch echo factor. Default 1.
         shuffle_buffer: Batches in the echo shuffle buffer. Default 0.
         seed: Seeds the echo draws. Default 0.
-        batch_size: This consumer's batch size (a divisor or multiple of the producer's).
+        batch_size: This consumer's batch size (any size: batches are re-cut across the
+            producer's, zero-copy where one lies inside a producer batch).
             Default None: the producer's.
 
     Raises:
