@@ -50,20 +50,25 @@ class CpuTimeline(threading.Thread):
     """CPU seconds of a process tree, sampled every ``interval_s`` with their times, so the
     cores busy between two moments can be read afterwards."""
 
-    def __init__(self, root: int, interval_s: float = 0.2) -> None:
+    def __init__(self, root: int, interval_s: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.tree, self.interval_s = TreeCpu(root), interval_s
         self.points: list[tuple[float, float]] = []
         self._done = threading.Event()
 
+    def _sample(self) -> None:
+        self.tree.sample()
+        self.points.append((time.monotonic(), self.tree.total))
+
     def run(self) -> None:
+        self._sample()  # a point before any window, and (in stop) one after every window
         while not self._done.wait(self.interval_s):
-            self.tree.sample()
-            self.points.append((time.monotonic(), self.tree.total))
+            self._sample()
 
     def stop(self) -> None:
         self._done.set()
         self.join()
+        self._sample()
 
     def cores_busy(self, start: float, end: float) -> float:
         """Mean CPU cores busy between monotonic times ``start`` and ``end``."""

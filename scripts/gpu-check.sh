@@ -148,7 +148,7 @@ step tests 120 "$python" -m pytest -p no:cacheprovider -m gpu -ra --timeout 45 \
 if [ "$dry" = 1 ]; then
     step sharing 90 "$python" -m benchmarks.gpu_sharing --device cpu --out "$out/gpu_sharing.csv" \
         --trainers 1 2 --workers 1 --arch resnet18 --batch-size 4 --image-size 32 --images 16 \
-        --warmup 1 --steps 2 --trial-timeout 60
+        --warmup 1 --steps 6 --trial-timeout 60
     step echo 60 "$python" -m benchmarks.gpu_echo --device cpu --out "$out/gpu_echo.csv" \
         --arch resnet18 --batch-size 4 --image-size 32 --workers 1 --images 16 --steps 2 \
         --rounds 1 --threads 1
