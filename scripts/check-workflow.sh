@@ -21,8 +21,9 @@ trap 'rm -rf "$scratch"' EXIT
     figures_dir="$scratch/figures" > "$scratch/dry.log"
 runs=$(.venv/bin/python -c "
 import yaml
-from experiments.study import plan
-print(len(plan(yaml.safe_load(open('config/config.yaml'))).runs))")
+from experiments.study import check_config, plan
+config = check_config(yaml.safe_load(open('config/config.yaml')), 'workflow/schemas/config.schema.yaml')
+print(len(plan(config).runs))")
 grep -Eq "^train +$runs$" "$scratch/dry.log" ||
     { cat "$scratch/dry.log"; fail "the dry run does not plan $runs training runs"; }
 
