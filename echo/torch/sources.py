@@ -18,8 +18,13 @@ __all__ = [
 ]
 
 
+_PLAIN = (list, tuple, range)  # answered without an ABC check (slow when cold, per epoch)
+
+
 def is_indexable(source: object) -> bool:
     """Whether ``source`` is read by index: sized and indexable, not an IterableDataset."""
+    if type(source) in _PLAIN:
+        return True
     return (
         not isinstance(source, IterableDataset)
         and hasattr(source, "__len__")
@@ -29,7 +34,7 @@ def is_indexable(source: object) -> bool:
 
 def is_one_shot(source: object) -> bool:
     """Whether iterating ``source`` consumes it (an iterator, e.g. a generator)."""
-    return isinstance(source, Iterator)
+    return type(source) not in _PLAIN and isinstance(source, Iterator)
 
 
 def one_shot_error(name: str = "source") -> RuntimeError:

@@ -302,6 +302,8 @@ class Echo(IterableDataset, Generic[T]):
         return self._resumed(stream, run, self._local) if self._resume is not None else stream
 
     def _forward_epoch(self, epoch: int) -> None:
+        if type(self.source) in (list, tuple, range):  # no set_epoch; a failed getattr is slow
+            return
         set_epoch = getattr(self.source, "set_epoch", None)
         if callable(set_epoch):
             set_epoch(epoch)
