@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import os
 import platform
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.files import atomic_write
 
-__all__ = ["machine_note", "print_table", "write_csv"]
+__all__ = ["finish_trial", "machine_note", "print_table", "write_csv"]
 
 
 def write_csv(rows: Sequence[dict], path: str | Path) -> None:
@@ -42,3 +43,21 @@ def print_table(rows: Sequence[dict], columns: Sequence[str]) -> None:
 def machine_note() -> str:
     """One line naming the machine a result was measured on."""
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def finish_trial(processes: Sequence, helpers: Sequence, timeout_s: float) -> None:
+    """Wait for a trial's ``processes`` (``multiprocessing.Process``) for ``timeout_s`` in all,
+    killing any still running then; then stop its ``helpers`` (a producer, a server):
+    SIGTERM, and SIGKILL for one still alive 10 s later."""
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        process.join(max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for helper in helpers:
+        helper.terminate()
+        helper.join(10)
+        if helper.is_alive():
+            helper.kill()
+            helper.join()

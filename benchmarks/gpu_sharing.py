@@ -34,9 +34,10 @@ import time
 
 import torch
 
-from benchmarks.common import machine_note, print_table, write_csv
-from benchmarks.jpeg_training import JpegCrops, TrainStep, endless, jpeg_loader, write_jpeg_folder
+from benchmarks.common import finish_trial, machine_note, print_table, write_csv
+from benchmarks.jpeg_training import JpegCrops, TrainStep, jpeg_loader, write_jpeg_folder
 from experiments.devices import describe
+from experiments.pipeline import endless
 from experiments.procstat import TreeCpu
 
 # Trainers and the producer are forked: this process never touches CUDA (not even to ask
@@ -151,18 +152,7 @@ def trial(mode: str, trainers: int, args, report) -> None:
     processes = [FORK.Process(target=t, args=a) for t, a in targets]
     for process in helpers + processes:
         process.start()
-    deadline = time.monotonic() + args.trial_timeout
-    for process in processes:
-        process.join(max(0.1, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-            process.join()
-    for helper in helpers:
-        helper.terminate()
-        helper.join(10)
-        if helper.is_alive():
-            helper.kill()
-            helper.join()
+    finish_trial(processes, helpers, args.trial_timeout)
 
 
 def run_trial(mode: str, trainers: int, args) -> dict:

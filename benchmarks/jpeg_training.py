@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from experiments.data.image_folder import JpegFolder
 from experiments.workloads.imagenet_resnet import ImagenetResNet
 
-__all__ = ["JpegCrops", "TrainStep", "endless", "jpeg_loader", "write_jpeg_folder"]
+__all__ = ["JpegCrops", "TrainStep", "jpeg_loader", "write_jpeg_folder"]
 
 _MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
 _STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
@@ -125,17 +123,6 @@ def jpeg_loader(
         prefetch_factor=2 if workers else None,
         pin_memory=pin_memory,
     )
-
-
-def endless(loader: Iterable[Any]) -> Iterator[Any]:
-    """The batches of ``loader``, epoch after epoch; ends if an epoch is empty."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            return
 
 
 class TrainStep:

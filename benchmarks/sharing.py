@@ -43,7 +43,7 @@ import warnings
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from benchmarks.common import machine_note, print_table, write_csv
+from benchmarks.common import finish_trial, machine_note, print_table, write_csv
 from experiments.procstat import TreeCpu
 
 FORK = mp.get_context("fork")
@@ -260,18 +260,7 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
     processes = [FORK.Process(target=t, args=a) for t, a in targets]
     for process in processes:
         process.start()
-    deadline = time.monotonic() + args.trial_timeout
-    for process in processes:
-        process.join(max(0.1, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-            process.join()
-    for helper in helpers:
-        helper.terminate()
-        helper.join(10)
-        if helper.is_alive():
-            os.kill(helper.pid, signal.SIGKILL)
-            helper.join()
+    finish_trial(processes, helpers, args.trial_timeout)
 
 
 def _remove_leftover_semaphores(before: set[str]) -> None:

@@ -24,7 +24,7 @@ from echo.torch import EchoLoader
 from experiments import registry
 from experiments.devices import describe, resolve_device, to_device
 from experiments.identity import RunOptions, RunSpec, identity_hash
-from experiments.pipeline import workload_pipeline
+from experiments.pipeline import endless, workload_pipeline
 from experiments.record import git_revision, machine, package_versions
 from experiments.upstream import TimedBatch, UpstreamCost
 
@@ -72,17 +72,6 @@ class _Meter:
             "eval_s": self.eval_s,
             "total_s": total_s,
         }
-
-
-def _forever(loader: Any) -> Iterator[TimedBatch]:
-    """Epoch after epoch; ends if an epoch is empty (a producer's stream that has ended)."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            return
 
 
 class Run:
@@ -182,7 +171,7 @@ class Run:
     def train(self, show: bool) -> None:
         loader, metric = self.loader, self.workload.target.metric
         self.evaluate()
-        next_eval, batches = self.eval_every, _forever(loader)
+        next_eval, batches = self.eval_every, endless(loader)
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
             stop = self.spec.stop_at_target
             while not (stop and self.reached_row) and loader.fresh_examples < self.max_fresh:

@@ -5,14 +5,14 @@ with the harness's upstream timing and simulated cost (`experiments.upstream`)."
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from echo.torch import EchoLoader, build_pipeline
 from experiments.upstream import UpstreamCost, timed_stages
 from experiments.workload import Workload
 
-__all__ = ["read_split", "workload_pipeline"]
+__all__ = ["endless", "read_split", "workload_pipeline"]
 
 
 def read_split(workload: Workload, split: str) -> Sequence[Any]:
@@ -82,3 +82,15 @@ def workload_pipeline(
         seed=seed,
         pin_memory=pin_memory,
     )
+
+
+def endless(loader: Iterable[Any]) -> Iterator[Any]:
+    """The batches of ``loader``, epoch after epoch (one ``for`` loop each); ends if an epoch
+    is empty (a producer's stream that has ended)."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            return
