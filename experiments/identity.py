@@ -425,7 +425,7 @@ class RunSpec(_Options):
     def __post_init__(self) -> None:
         pairs = self.hparams.items() if isinstance(self.hparams, Mapping) else self.hparams
         object.__setattr__(self, "hparams", tuple(sorted((str(k), v) for k, v in pairs)))
-        for name in ("echo_factor", "upstream_latency_ms", "upstream_cpu_ms"):
+        for name in _FLOAT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, float(value))
@@ -493,9 +493,6 @@ class RunSpec(_Options):
             "hparams": hparams,
             "max_fresh": self.max_fresh or defaults.max_fresh,
             "eval_every_fresh": self.eval_every_fresh or defaults.eval_every_fresh,
-            "echo_factor": float(self.echo_factor),
-            "upstream_latency_ms": float(self.upstream_latency_ms),
-            "upstream_cpu_ms": float(self.upstream_cpu_ms),
         }
         identity: dict[str, Any] = {}
         for f in fields(self):
@@ -566,6 +563,10 @@ class RunSpec(_Options):
         return found
 
 
+_FLOAT_FIELDS = tuple(f.name for f in fields(RunSpec) if f.type == "float")
+"""The fields kept as floats (an int given is converted), so records and hashes see ``2.0``."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions(_Options):
     """How a run is executed; not part of its identity (the same run on another device).
@@ -611,7 +612,7 @@ def run_columns(record: Mapping[str, Any]) -> dict[str, Any]:
             value = json.dumps(value, sort_keys=True, separators=(",", ":"))
         elif f.name == "consume":
             value = value or ""
-        elif f.name in ("echo_factor", "upstream_latency_ms", "upstream_cpu_ms"):
+        elif f.name in _FLOAT_FIELDS:
             value = float(value)
         columns[f.name] = value
     return columns
