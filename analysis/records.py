@@ -55,7 +55,7 @@ CURVE_COLUMNS = [
 _TEXT_COLUMNS = ["consume", "hparams"]
 _BOOL_COLUMNS = ["stop_at_target", "reached"]
 _NULLABLE_COLUMNS = [
-    "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "R",
+    "budget_cap", "resolution", "repetition", "trial", "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "R",
     "upstream_s_per_batch", "downstream_s_per_step",
 ]  # fmt: skip
 

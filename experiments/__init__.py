@@ -1,7 +1,8 @@
 """Training workloads, their registry and the harness that records fresh examples, steps and
 wall time to a declared target quality.
 
-* `Workload`, `Target`, `Budget`: the contract a workload implements (`experiments.workload`).
+* `Workload`, `Target`, `Budget`, `SearchSpace` (of `Dimension` s, `MOMENTUM`): the contract a
+  workload implements (`experiments.workload`).
 * `register`, `names`, `get`: the registry; workloads live one per file in
   ``experiments/workloads/`` and are discovered automatically.
 * `experiments.identity.RunSpec`: a run's identity, declared once.
@@ -16,10 +17,23 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Budget", "Target", "Workload", "get", "names", "register"]
+__all__ = [
+    "MOMENTUM",
+    "Budget",
+    "Dimension",
+    "SearchSpace",
+    "Target",
+    "Workload",
+    "get",
+    "names",
+    "register",
+]
 
 _HOME = {
     "Budget": "experiments.workload",
+    "Dimension": "experiments.workload",
+    "MOMENTUM": "experiments.workload",
+    "SearchSpace": "experiments.workload",
     "Target": "experiments.workload",
     "Workload": "experiments.workload",
     "get": "experiments.registry",

@@ -4,12 +4,23 @@ read -> [echo] -> augment -> [echo] -> collate -> [echo] comes from `echo.torch.
 The model is evaluated every ``eval_every_fresh`` *fresh* examples (counted exactly at the
 source by the pipeline), so configurations with different echo factors are compared at the
 same amount of data read. The run stops at the first evaluation that meets the target, or once
-``max_fresh`` fresh examples were read (then ``reached`` is false: a result, not an error).
+``max_fresh`` fresh examples were read (then ``reached`` is false: a result, not an error), or
+at an evaluation where the training loss is no longer finite (``diverged``, a search's
+hopeless trial).
 Wall times count training only: evaluation time is recorded apart (``timing.eval_s``).
+
+With a ``resolution`` (the protocol study), the model's weights are also kept every
+``reference_fresh / resolution`` fresh examples between evaluations. When an evaluation first
+reaches the target, the kept models since the previous evaluation are evaluated by bisection,
+assuming that within one evaluation interval the metric, once at the target, stays there, to
+find the first kept model that reaches it: the record's ``refined`` crossing, located to that
+spacing at the cost of about log2(kept models) extra evaluations instead of an evaluation at
+every kept point.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from collections.abc import Iterator
@@ -89,7 +100,9 @@ class Run:
     def __init__(self, config: RunConfig):
         spec, options = config.spec, config.options
         self.config, self.spec = config, spec
-        self.identity = spec.resolve(registry.defaults(spec.workload, spec.scale))
+        defaults = registry.defaults(spec.workload, spec.scale)
+        self.identity = spec.resolve(defaults)
+        self.refine_every = spec.refine_every_fresh(defaults)
         self.hp = self.identity["hparams"]
         self.max_fresh = self.identity["budget"]["max_fresh"]
         self.eval_every = self.identity["budget"]["eval_every_fresh"]
@@ -125,15 +138,72 @@ class Run:
         self.model = self.workload.build_model().to(self.device)
         self.optimizer = self.workload.optimizer(self.model)
         self.meter, self.curve, self.reached_row = _Meter(), [], None
+        self.kept: list[dict[str, Any]] = []  # models kept since the last evaluation
+        self.last_loss: torch.Tensor | None = None
+        self.diverged = False
+        self.refined: dict[str, Any] | None = None
+        self._eval_model: torch.nn.Module | None = None
+
+    def _metrics(self, model: torch.nn.Module) -> dict[str, float]:
+        start = time.perf_counter()
+        model.eval()
+        with torch.no_grad():
+            metrics = self.workload.evaluate(model, self.device)
+        model.train()
+        self.meter.eval_s += time.perf_counter() - start
+        return {key: float(value) for key, value in metrics.items()}
+
+    def keep(self) -> None:
+        """Keep the current weights for `refine` (time counted as evaluation time)."""
+        start = time.perf_counter()
+        weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.kept.append(
+            {
+                "fresh_examples": self.loader.fresh_examples,
+                "steps": self.loader.steps,
+                "wall_s": self.meter.train_s,
+                "weights": weights,
+            }
+        )
+        self.meter.eval_s += time.perf_counter() - start
+
+    def refine(self, reached_row: dict[str, Any]) -> dict[str, Any]:
+        """The first kept model since the last evaluation that reaches the target (bisection
+        over the kept models, ``reached_row`` being the known reached end)."""
+        if self._eval_model is None and self.kept:
+            self._eval_model = copy.deepcopy(self.model)
+        target, evaluations = self.workload.target, 0
+        candidates = [*self.kept, None]  # None: the evaluation that reached it
+        low, high, found = 0, len(self.kept), dict(reached_row)
+        while low < high:
+            middle = (low + high) // 2
+            kept = candidates[middle]
+            self._eval_model.load_state_dict(kept["weights"])
+            metrics = self._metrics(self._eval_model)
+            evaluations += 1
+            if target.reached(metrics):
+                high = middle
+                found = {**{k: kept[k] for k in ("fresh_examples", "steps", "wall_s")}}
+                found["metric"] = metrics[target.metric]
+            else:
+                low = middle + 1
+        return {
+            "every_fresh": self.refine_every,
+            "fresh_examples_to_target": found["fresh_examples"],
+            "steps_to_target": found["steps"],
+            "wall_s_to_target": found["wall_s"],
+            "metric": found["metric"],
+            "evaluations": evaluations,
+        }
+
+    def _refined_or_none(self) -> dict[str, Any]:
+        if self.refined is not None:
+            return self.refined
+        none = dict.fromkeys(("fresh_examples_to_target", "steps_to_target", "wall_s_to_target"))
+        return {"every_fresh": self.refine_every, **none, "metric": None, "evaluations": 0}
 
     def evaluate(self) -> dict[str, Any]:
-        start = time.perf_counter()
-        self.model.eval()
-        with torch.no_grad():
-            metrics = self.workload.evaluate(self.model, self.device)
-        self.model.train()
-        self.meter.eval_s += time.perf_counter() - start
-        metrics = {key: float(value) for key, value in metrics.items()}
+        metrics = self._metrics(self.model)
         target = self.workload.target
         reached = target.reached(metrics)
         row = {
@@ -146,13 +216,17 @@ class Run:
         self.curve.append(row)
         if reached and self.reached_row is None:
             self.reached_row = row
+            if self.refine_every is not None:
+                self.refined = self.refine(row)
+        self.kept.clear()
         return row
 
     def train_one_step(self, batches: Iterator[TimedBatch]) -> None:
         tick = time.perf_counter()
         timed = next(batches)
         got = time.perf_counter()
-        self.workload.train_step(self.model, self.optimizer, to_device(timed.batch, self.device))
+        batch = to_device(timed.batch, self.device)
+        self.last_loss = self.workload.train_step(self.model, self.optimizer, batch)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.meter.step(tick, got, time.perf_counter(), timed.take_upstream())
@@ -172,18 +246,29 @@ class Run:
         loader, metric = self.loader, self.workload.target.metric
         self.evaluate()
         next_eval, batches = self.eval_every, endless(loader)
+        every = self.refine_every
+        next_keep = every if every is not None else None
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
             stop = self.spec.stop_at_target
             while not (stop and self.reached_row) and loader.fresh_examples < self.max_fresh:
+                if self.diverged:
+                    break
                 try:
                     self.train_one_step(batches)
                 except StopIteration:  # a producer's stream ended before target or budget
                     break
                 bar.update(loader.fresh_examples - bar.n)
-                if loader.fresh_examples >= min(next_eval, self.max_fresh):
+                fresh = loader.fresh_examples
+                if fresh >= min(next_eval, self.max_fresh):
+                    # A non-finite training loss ends the run: it diverged (a result).
+                    self.diverged = not bool(torch.isfinite(self.last_loss).all())
                     row = self.evaluate()
-                    next_eval = (loader.fresh_examples // self.eval_every + 1) * self.eval_every
+                    next_eval = (fresh // self.eval_every + 1) * self.eval_every
                     bar.set_postfix({metric: f"{row['metric']:.4g}"})
+                elif next_keep is not None and fresh >= next_keep and not self.reached_row:
+                    self.keep()
+                if next_keep is not None and fresh >= next_keep:
+                    next_keep = (fresh // every + 1) * every
 
     def record(self, total_s: float) -> dict[str, Any]:
         row = self.reached_row
@@ -192,9 +277,11 @@ class Run:
             **self.identity,
             "target": self.workload.target.as_dict(),
             "reached": row is not None,
+            **({"diverged": True} if self.diverged else {}),
             "fresh_examples_to_target": row and row["fresh_examples"],
             "steps_to_target": row and row["steps"],
             "wall_s_to_target": row and row["wall_s"],
+            **({} if self.refine_every is None else {"refined": self._refined_or_none()}),
             "eval_curve": self.curve,
             "final": {
                 "fresh_examples": self.loader.fresh_examples,

@@ -50,10 +50,11 @@ LATENCY_PER: tuple[str, ...] = ("example", "batch")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 """``auto`` trains on CUDA when a device is present, else on the CPU."""
 
-ROLES: tuple[str, ...] = ("baseline", "echo", "budget", "hparams", "seed")
+ROLES: tuple[str, ...] = ("baseline", "echo", "budget", "hparams", "search", "seed")
 """What an identity field is to the analysis: shared by a configuration and its no-echo
 baseline; the echo settings; the budget (evaluation interval and cap); the hyper-parameters;
-the seed. A configuration is every field but the seed."""
+the search trial (repetition and trial of a tuned search, `experiments.search`); the seed. A
+configuration is every field but the search trial and the seed."""
 
 CONSUMER_ECHO_POINTS: tuple[str, ...] = ("none", "after_batch")
 """A consumer of a shared loader receives augmented batches: only batch echoing is left."""
@@ -85,11 +86,16 @@ class Defaults(NamedTuple):
         hparams: The default hyper-parameters (including ``batch_size`` and ``lr``).
         max_fresh: The fresh-example budget.
         eval_every_fresh: The evaluation interval in fresh examples.
+        reference_fresh: The unit of ``budget_cap`` and ``resolution`` (about the baseline's
+            fresh examples to target; None: not measured at this scale).
+        search_space: The workload's `experiments.search.SearchSpace` (None: none declared).
     """
 
     hparams: Mapping[str, Any]
     max_fresh: int
     eval_every_fresh: int
+    reference_fresh: int | None = None
+    search_space: Any = None
 
 
 def parse_number(kind: type, low: float, *, strict: bool = False) -> Callable[[str], Any]:
@@ -288,12 +294,25 @@ class RunSpec(_Options):
         num_workers: DataLoader worker processes. Default 0.
         max_fresh: Fresh-example budget. Default None: the workload's.
         eval_every_fresh: Evaluation interval in fresh examples. Default None: the workload's.
+        budget_cap: The fresh-example budget in units of the workload's ``reference_fresh``
+            (a tuned search's cap: hopeless trials stop); excludes ``max_fresh``. Default None.
+        resolution: Locate the target crossing to ``reference_fresh / resolution`` fresh
+            examples: the model is kept every that many fresh examples between evaluations,
+            and the kept models between the last evaluation short of the target and the first
+            past it are evaluated (bisection) to find the first that reaches it (the record's
+            ``refined``). Default None: the evaluation grid only.
         hparams: Overrides of the workload's other hyper-parameters, as ``{name: value}`` or
             ``(name, value)`` pairs (kept sorted). Default: none.
         consume: Train on the batches a `sharing.Producer` serves at this endpoint instead of
             an own pipeline (echo point ``none`` or ``after_batch``). Default None.
         stop_at_target: Stop at the first evaluation that reaches the target; False trains on
             to the budget. Default True.
+        repetition: Which independent search a tuned trial belongs to (its Sobol scramble);
+            with ``trial``. Default None: not a search trial.
+        trial: The trial's index in its search: its hyper-parameters are point ``trial`` of
+            the workload's search space (`experiments.search.SearchSpace.point`), taking
+            precedence over the defaults (an override of the same name is refused). Default
+            None.
         seed: Seeds data order, augmentation, echo draws and model initialisation. Default 0.
 
     Raises:
@@ -388,6 +407,24 @@ class RunSpec(_Options):
         role="budget",
         default=None,
     )
+    budget_cap: float | None = _opt(
+        "fresh-example budget in units of the workload's reference_fresh (excludes --max-fresh)",
+        parse=parse_number(float, 0, strict=True),
+        record=("budget", "cap"),
+        in_path=_part("cap", when=lambda v: v is not None),
+        omit=None,
+        role="budget",
+        default=None,
+    )
+    resolution: int | None = _opt(
+        "locate the target crossing to reference_fresh / RESOLUTION fresh examples",
+        parse=parse_number(int, 1),
+        record=("budget", "resolution"),
+        in_path=_part("res", when=lambda v: v is not None),
+        omit=None,
+        role="budget",
+        default=None,
+    )
     hparams: tuple[tuple[str, Any], ...] = _opt(
         "override another hyper-parameter of the workload; repeatable",
         record=("hparams",),
@@ -413,6 +450,25 @@ class RunSpec(_Options):
         role="baseline",
         default=None,
     )
+    repetition: int | None = _opt(
+        "the search (Sobol scramble) a tuned trial belongs to; with --trial",
+        parse=parse_number(int, 0),
+        record=("search", "repetition"),
+        in_path=_part("r", when=lambda v: v is not None),
+        omit=None,
+        role="search",
+        default=None,
+    )
+    trial: int | None = _opt(
+        "the trial's index in its search (its hyper-parameters: that point of the workload's "
+        "search space); with --repetition",
+        parse=parse_number(int, 0),
+        record=("search", "trial"),
+        in_path=_part("t", when=lambda v: v is not None),
+        omit=None,
+        role="search",
+        default=None,
+    )
     seed: int = _opt(
         "seed",
         parse=parse_number(int, 0),
@@ -428,7 +484,7 @@ class RunSpec(_Options):
         for name in _FLOAT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, name, float(value))
+                object.__setattr__(self, name, float(value))  # None stays None
         if "batch_size" in dict(self.hparams):
             raise FieldError(
                 "hparams", "hparams: batch_size is a field of its own; use batch_size="
@@ -444,9 +500,22 @@ class RunSpec(_Options):
             _check(name, getattr(self, name), float, 0)
         for name, low in (("shuffle_buffer", 0), ("seed", 0), ("num_workers", 0)):
             _check(name, getattr(self, name), int, low)
-        for name in ("batch_size", "max_fresh", "eval_every_fresh"):
+        for name in ("batch_size", "max_fresh", "eval_every_fresh", "resolution"):
             if getattr(self, name) is not None:
                 _check(name, getattr(self, name), int, 1)
+        for name in ("repetition", "trial"):
+            if getattr(self, name) is not None:
+                _check(name, getattr(self, name), int, 0)
+        if (self.repetition is None) != (self.trial is None):
+            raise FieldError("trial", "trial and repetition go together: give both or neither")
+        if self.budget_cap is not None:
+            _check("budget_cap", self.budget_cap, float, 0)
+            if self.budget_cap <= 0 or self.max_fresh is not None:
+                raise FieldError(
+                    "budget_cap",
+                    f"budget_cap={self.budget_cap!r} must be > 0 and excludes max_fresh "
+                    f"(given {self.max_fresh!r}): one budget per run",
+                )
         _check("stop_at_target", self.stop_at_target, bool)
         if self.echo_point == "none" and (self.echo_factor != 1 or self.shuffle_buffer):
             raise FieldError(
@@ -485,13 +554,19 @@ class RunSpec(_Options):
             ValueError: An override names no hyper-parameter of the workload, or its type
                 differs from the default's (an int is accepted for a float).
         """
-        hparams = {**defaults.hparams, **self._checked_overrides(defaults.hparams)}
+        overrides = self._checked_overrides(defaults.hparams)
+        hparams = {**defaults.hparams, **self._trial_point(defaults, overrides), **overrides}
         if self.batch_size is not None:
             hparams["batch_size"] = self.batch_size
+        max_fresh = self.max_fresh or defaults.max_fresh
+        if self.budget_cap is not None:
+            max_fresh = round(self.budget_cap * self._reference(defaults, "budget_cap"))
+        if self.resolution is not None:
+            self._reference(defaults, "resolution")
         resolved = {
             "batch_size": hparams["batch_size"],
             "hparams": hparams,
-            "max_fresh": self.max_fresh or defaults.max_fresh,
+            "max_fresh": max_fresh,
             "eval_every_fresh": self.eval_every_fresh or defaults.eval_every_fresh,
         }
         identity: dict[str, Any] = {}
@@ -500,6 +575,37 @@ class RunSpec(_Options):
             if value != f.metadata["omit"]:
                 _put(identity, f.metadata["record"], value)
         return identity
+
+    def _reference(self, defaults: Defaults, name: str) -> int:
+        if defaults.reference_fresh is None:
+            raise FieldError(
+                name,
+                f"{name} is in units of the workload's reference_fresh, which {self.workload!r} "
+                f"does not declare at scale {self.scale!r} (Budget.reference_fresh)",
+            )
+        return defaults.reference_fresh
+
+    def refine_every_fresh(self, defaults: Defaults) -> int | None:
+        """The fresh-example spacing of the kept models (`resolution`); None without one."""
+        if self.resolution is None:
+            return None
+        return max(1, self._reference(defaults, "resolution") // self.resolution)
+
+    def _trial_point(self, defaults: Defaults, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        if self.trial is None:
+            return {}
+        if defaults.search_space is None:
+            raise FieldError(
+                "trial", f"{self.workload!r} declares no search space at scale {self.scale!r}"
+            )
+        point = defaults.search_space.point(self.repetition, self.trial)
+        both = sorted(set(point) & set(overrides))
+        if both:
+            raise FieldError(
+                "hparams",
+                f"hparam {both[0]!r} is searched by trial={self.trial}; do not override it",
+            )
+        return point
 
     def _checked_overrides(self, defaults: Mapping[str, Any]) -> dict[str, Any]:
         overrides = dict(self.hparams)
@@ -563,7 +669,7 @@ class RunSpec(_Options):
         return found
 
 
-_FLOAT_FIELDS = tuple(f.name for f in fields(RunSpec) if f.type == "float")
+_FLOAT_FIELDS = tuple(f.name for f in fields(RunSpec) if f.type in ("float", "float | None"))
 """The fields kept as floats (an int given is converted), so records and hashes see ``2.0``."""
 
 
@@ -612,7 +718,7 @@ def run_columns(record: Mapping[str, Any]) -> dict[str, Any]:
             value = json.dumps(value, sort_keys=True, separators=(",", ":"))
         elif f.name == "consume":
             value = value or ""
-        elif f.name in _FLOAT_FIELDS:
+        elif f.name in _FLOAT_FIELDS and value is not None:
             value = float(value)
         columns[f.name] = value
     return columns

@@ -5,7 +5,7 @@ only says where its text comes from (`LanguageModelWorkload.texts`) and declares
 hyper-parameters and budgets.
 
 Hyper-parameters used here: ``context``, ``d_model``, ``layers``, ``heads``, ``vocab_size``,
-``eval_windows``, ``lr``, ``weight_decay``.
+``eval_windows``, ``lr``, ``momentum`` (AdamW's beta1), ``weight_decay``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class LanguageModelWorkload(Workload):
         return torch.optim.AdamW(
             model.parameters(),
             lr=self.hp["lr"],
-            betas=(0.9, 0.98),
+            betas=(self.hp["momentum"], 0.98),
             weight_decay=self.hp["weight_decay"],
         )
 

@@ -57,6 +57,11 @@ def _check_declarations(name: str, cls: type[Workload]) -> None:
             raise ValueError(
                 f"workload {name!r}: default_hparams[{scale!r}] lacks {sorted(missing)}"
             )
+        try:
+            if scale in cls.search_spaces:
+                cls.search_spaces[scale].check_default(cls.default_hparams[scale])
+        except ValueError as error:
+            raise ValueError(f"workload {name!r}: search_spaces[{scale!r}]: {error}") from None
 
 
 def register(name: str) -> Callable[[type[Workload]], type[Workload]]:
@@ -146,7 +151,7 @@ def get(name: str) -> type[Workload]:
 
 
 def defaults(name: str, scale: str) -> Defaults:
-    """What workload ``name`` declares at ``scale``: hyper-parameters and budget.
+    """What workload ``name`` declares at ``scale``: hyper-parameters, budget, search space.
 
     Raises:
         ValueError: An unknown workload, or a scale it does not declare.
@@ -155,7 +160,13 @@ def defaults(name: str, scale: str) -> Defaults:
     if scale not in cls.targets:
         raise ValueError(f"{name} has no {scale!r} scale; valid: {', '.join(cls.targets)}")
     budget = cls.budgets[scale]
-    return Defaults(cls.default_hparams[scale], budget.max_fresh, budget.eval_every_fresh)
+    return Defaults(
+        cls.default_hparams[scale],
+        budget.max_fresh,
+        budget.eval_every_fresh,
+        budget.reference_fresh,
+        cls.search_spaces.get(scale),
+    )
 
 
 def _registered_in(source: str) -> list[str]:

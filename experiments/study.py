@@ -9,6 +9,12 @@ e=1), and gives every run the path its `experiments.identity.RunSpec` derives, s
 by two studies (the e=1 baseline, say) is trained once and a record that exists is never
 recomputed.
 
+A study with a ``search`` tunes each condition as the data-echoing paper did: instead of one
+run per seed, ``repetitions`` independent quasi-random searches of ``trials`` runs each over
+the workload's declared search space (`experiments.search`), each trial capped at
+``budget_cap`` times the workload's ``reference_fresh`` and its crossing located to
+``reference_fresh / resolution``.
+
 This module imports nothing heavy (no torch): the Snakefile calls it when it is parsed.
 """
 
@@ -23,7 +29,9 @@ from typing import Any
 from experiments.identity import RunOptions, RunSpec
 from experiments.registry import declared_names
 
-__all__ = ["Plan", "PlannedRun", "check_config", "plan"]
+__all__ = ["Plan", "PlannedRun", "check_config", "load_config", "main", "plan"]
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @dataclass(frozen=True)
@@ -155,9 +163,22 @@ def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator
         )
         for batch_size in entry["batch_sizes"]:
             for variant in _variants(entry):
-                for seed in range(entry.get("seeds", config["seeds"])):
-                    spec = replace(base, batch_size=batch_size, seed=seed, **variant)
+                for trial in _trials(study["search"], entry.get("seeds", config["seeds"])):
+                    spec = replace(base, batch_size=batch_size, **variant, **trial)
                     yield PlannedRun(spec, execution)
+
+
+def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, Any]]:
+    """The runs of one condition: one per seed, or the trials of its repeated searches."""
+    if search is None:
+        yield from ({"seed": seed} for seed in range(seeds))
+        return
+    budget = {"budget_cap": search.get("budget_cap"), "resolution": search.get("resolution")}
+    count = search["trials"]
+    for repetition in range(search["repetitions"]):
+        for trial in range(count):
+            seed = repetition * count + trial
+            yield {"repetition": repetition, "trial": trial, "seed": seed, **budget}
 
 
 def plan(config: Mapping[str, Any]) -> Plan:
@@ -190,3 +211,65 @@ def plan(config: Mapping[str, Any]) -> Plan:
             if path not in paths:
                 paths.append(path)
     return Plan(runs=runs, studies=studies)
+
+
+def _merge(into: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """Snakemake's merge of config files: mappings key by key, anything else replaced."""
+    for key, value in other.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+    return into
+
+
+def load_config(*paths: str | Path) -> dict[str, Any]:
+    """Read config files (merged as ``snakemake --configfile A B`` merges them) and check them.
+
+    Raises:
+        ValueError: As `check_config`.
+    """
+    import yaml
+
+    config: dict[str, Any] = {}
+    for path in paths:
+        _merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    return check_config(config, SCHEMA)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.study paths --configfile F [--study S] [--workload W]
+    [--missing]``: the record paths of a study, one per line (to train a part first:
+    ``snakemake --cores 2 --configfile F $(python -m experiments.study paths ...)``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m experiments.study", description=main.__doc__)
+    parser.add_argument("command", choices=["paths"])
+    parser.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
+    parser.add_argument("--study", action="append", help="only these studies (repeatable)")
+    parser.add_argument("--workload", action="append", help="only these workloads (repeatable)")
+    parser.add_argument("--missing", action="store_true", help="only records not yet written")
+    args = parser.parse_args(argv)
+    try:
+        studies = plan(load_config(*args.configfile))
+    except ValueError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    for name in args.study or []:
+        if name not in studies.studies:
+            parser.exit(
+                2, f"{parser.prog}: error: --study {name}: valid: {', '.join(studies.studies)}\n"
+            )
+    chosen = args.study or list(studies.studies)
+    paths = dict.fromkeys(p for name in chosen for p in studies.studies[name])
+    for path in paths:
+        workload = studies.runs[path].spec.workload
+        if args.workload and workload not in args.workload:
+            continue
+        if args.missing and Path(path).exists():
+            continue
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

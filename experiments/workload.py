@@ -19,8 +19,19 @@ import torch
 from torch.utils.data import default_collate
 
 from experiments.identity import SCALES
+from experiments.search import Dimension, SearchSpace
 
-__all__ = ["DIRECTIONS", "SCALES", "SPLITS", "Budget", "Target", "Workload"]
+__all__ = [
+    "DIRECTIONS",
+    "MOMENTUM",
+    "SCALES",
+    "SPLITS",
+    "Budget",
+    "Dimension",
+    "SearchSpace",
+    "Target",
+    "Workload",
+]
 
 SPLITS: tuple[str, ...] = ("train", "eval")
 """The splits `Workload.read` is asked for: training examples, and held-out evaluation ones."""
@@ -72,6 +83,11 @@ class Target:
         return {"metric": self.metric, "value": float(self.value), "direction": self.direction}
 
 
+MOMENTUM = Dimension(0.5, 0.98, "one_minus_log")
+"""The momentum dimension every workload's search shares: 1 - momentum log-uniform over
+[0.02, 0.5] (for Adam-style optimizers, beta1)."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """How long a run may train and how often it evaluates, both in fresh examples.
@@ -79,10 +95,17 @@ class Budget:
     Args:
         max_fresh: Stop (target not reached) once this many fresh examples were read.
         eval_every_fresh: Evaluate each time this many more fresh examples were read.
+        reference_fresh: The unit of the protocol study's budgets: about the fresh examples
+            the baseline (default hyper-parameters) needs to reach the target, measured by
+            ``python -m benchmarks.workload_baselines`` (its median over seeds). A trial's cap
+            (``budget_cap``) and the refined evaluation grid (``resolution``) are fractions
+            of it. Default None: not measured at this scale (the protocol's budget fields are
+            then refused).
     """
 
     max_fresh: int
     eval_every_fresh: int
+    reference_fresh: int | None = None
 
 
 class Workload:
@@ -93,6 +116,10 @@ class Workload:
         default_hparams: ``{scale: {name: default}}``; must include ``batch_size`` and ``lr``.
             A run may override any of them by name; the run's values are ``self.hp``.
         budgets: ``{scale: Budget}``: default training budget and evaluation interval.
+        search_spaces: ``{scale: SearchSpace}``: what the protocol study's searches tune
+            (``lr`` log-uniform, ``momentum`` as 1 - momentum log-uniform, a schedule
+            parameter where the workload has one); the scale's defaults lie inside it. Optional:
+            a scale without one cannot run search trials.
         description: One line, shown by ``python -m experiments.check``.
 
     Args:
@@ -111,6 +138,7 @@ class Workload:
     targets: ClassVar[dict[str, Target]] = {}
     default_hparams: ClassVar[dict[str, dict[str, Any]]] = {}
     budgets: ClassVar[dict[str, Budget]] = {}
+    search_spaces: ClassVar[dict[str, SearchSpace]] = {}
 
     def __init__(
         self,

@@ -181,7 +181,7 @@ def test_upstream_knobs_slow_the_upstream_and_set_r(tmp_path, toy_workload):
         (["--max-fresh", "0"], ["--max-fresh", ">= 1"]),
         (["--device", "tpu"], ["--device", "cuda"]),
         (["--echo-factor", "2"], ["--echo-point", "before_augment"]),
-        (["--hparam", "width=3"], ["width", "batch_size, lr, noise"]),
+        (["--hparam", "width=3"], ["width", "batch_size, lr, momentum, noise"]),
         (["--hparam", "noise=loud"], ["noise='loud'", "float"]),
         (["--scale", "paper", "--data-dir", "x"], ["--scale", "valid: cpu"]),
     ],

@@ -208,11 +208,16 @@ CHANGED = {
     "num_workers": 1,
     "max_fresh": 123,
     "eval_every_fresh": 45,
+    "budget_cap": 1.5,
+    "resolution": 20,
     "hparams": (("lr", 0.5),),
     "consume": "unix:@producer",
     "stop_at_target": False,
+    "repetition": 2,
+    "trial": 3,
     "seed": 9,
 }
+PAIRED = {"repetition": {"trial": 0}, "trial": {"repetition": 0}}  # set together
 
 
 def test_every_identity_field_changes_the_path_or_is_refused():
@@ -223,7 +228,7 @@ def test_every_identity_field_changes_the_path_or_is_refused():
     record = record_for(base)
     assert base.mismatches(record, registry.defaults(WORKLOAD, "cpu")) == []
     for name, value in CHANGED.items():
-        other = replace(base, **{name: value})
+        other = replace(base, **{name: value}, **PAIRED.get(name, {}))
         if other.path("out") == base.path("out"):
             found = other.mismatches(record, registry.defaults(other.workload, other.scale))
             assert any(line.startswith(name) for line in found), name

@@ -8,15 +8,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from experiments import Budget, Target, Workload, register
+from experiments import MOMENTUM, Budget, Dimension, SearchSpace, Target, Workload, register
 
 
 @register("toy_blobs")
 class ToyBlobs(Workload):
     description = "two Gaussian blobs in 4-D, a linear classifier"
     targets = {"cpu": Target("accuracy", 0.9, "max")}
-    default_hparams = {"cpu": {"batch_size": 16, "lr": 0.1, "noise": 0.1, "separation": 4.0}}
-    budgets = {"cpu": Budget(max_fresh=2048, eval_every_fresh=64)}
+    search_spaces = {"cpu": SearchSpace({"lr": Dimension(0.02, 0.5), "momentum": MOMENTUM})}
+    default_hparams = {
+        "cpu": {"batch_size": 16, "lr": 0.1, "momentum": 0.9, "noise": 0.1, "separation": 4.0}
+    }
+    budgets = {"cpu": Budget(max_fresh=2048, eval_every_fresh=64, reference_fresh=256)}
 
     def _blobs(self, n: int, seed: int) -> list[tuple[torch.Tensor, int]]:
         rng = np.random.default_rng(seed)

@@ -26,7 +26,7 @@ from experiments.data.cache import cache_dir
 from experiments.data.image_folder import JpegFolder, fashion_jpeg_tree
 from experiments.models.resnet_bottleneck import SmallBottleneckResNet
 from experiments.registry import register
-from experiments.workload import Budget, Target, Workload
+from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Target, Workload
 
 __all__ = ["ImagenetResNet", "random_resized_box"]
 
@@ -71,6 +71,12 @@ class ImagenetResNet(Workload):
         # Not verified against the paper's text.
         "paper": Target("accuracy", 0.75, "max"),
     }
+    # What the protocol study tunes (experiments.search): the learning rate log-uniform over
+    # 1/5 to 5 times the default, and 1 - momentum log-uniform (momentum 0.5 to 0.98).
+    search_spaces = {
+        "cpu": SearchSpace({"lr": Dimension(0.01, 0.25), "momentum": MOMENTUM}),
+        "paper": SearchSpace({"lr": Dimension(0.02, 0.5), "momentum": MOMENTUM}),
+    }
     default_hparams = {
         "cpu": {
             "batch_size": 64,
@@ -92,7 +98,7 @@ class ImagenetResNet(Workload):
         },
     }
     budgets = {
-        "cpu": Budget(max_fresh=60_000, eval_every_fresh=3_200),
+        "cpu": Budget(max_fresh=60_000, eval_every_fresh=3_200, reference_fresh=12_800),
         "paper": Budget(max_fresh=200_000_000, eval_every_fresh=1_281_167),
     }
     CPU_STORED_SIZE, CPU_TRAIN_IMAGES, CPU_EVAL_IMAGES = 64, 30_000, 2_000
