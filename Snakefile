@@ -33,3 +33,4 @@ rule all:
         rules.records.input,
         rules.figures.input,
         rules.summary.output,
+        rules.claims.output,

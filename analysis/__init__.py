@@ -4,7 +4,7 @@
   into a runs table and an eval-curves table (``aggregate``, ``write_tables``).
 * `analysis.time_to_target`: time to target relative to the no-echo baseline
   (``relative_to_baseline``) and its summary over seeds (``summarize``).
-* `analysis.reference`: the numbers the papers report (``load_reference``, ``for_figure``).
+* `analysis.reference`: what the papers report (``load_reference``, ``for_figure``).
 * `analysis.figures`: one module per figure, registered with ``@figure`` (``names``, ``get``),
   and ``save``.
 * `analysis.compare`: do two runs of a study agree, timing aside (``compare_record_dirs``)?

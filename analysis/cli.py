@@ -7,6 +7,9 @@
         --curves results/eval_curves.csv --reference paper_figures/reference/papers.csv \\
         --out paper_figures/fresh_by_echo_point.png
     python -m analysis summary --runs results/runs.csv --out results/summary.csv --markdown
+    python -m analysis claims --runs results/protocol/runs.csv \
+        --reference paper_figures/reference/papers.csv --out results/protocol/claims.csv
+    python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis compare results .test-slurm/results
 
 Exit status 2: a wrong command line (unknown figure, an input the figure needs not given,
@@ -143,12 +146,34 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     summary.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     summary.add_argument("--out", required=True, help="summary CSV to write")
     summary.add_argument("--markdown", action="store_true", help="also print it as markdown")
+    claims = commands.add_parser(
+        "claims", help="the papers' claims decided by code (CSV + markdown beside it)"
+    )
+    claims.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    claims.add_argument("--reference", help="the papers' values (papers.csv); default: none")
+    claims.add_argument(
+        "--out", required=True, help="claims CSV to write; the markdown table goes beside it (.md)"
+    )
+    cost = commands.add_parser(
+        "cost", help="seconds per run and the whole study's estimate, per study and workload"
+    )
+    cost.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    cost.add_argument(
+        "--configfile", nargs="+", help="the study's config files, for the runs still planned"
+    )
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
     )
     compare.add_argument("first", help="an out_dir (records under first/records)")
     compare.add_argument("second", help="another out_dir")
-    return parser, {"aggregate": build, "figure": figure, "summary": summary, "compare": compare}
+    return parser, {
+        "aggregate": build,
+        "figure": figure,
+        "summary": summary,
+        "claims": claims,
+        "cost": cost,
+        "compare": compare,
+    }
 
 
 def table_option(table: str) -> str:
@@ -215,6 +240,59 @@ def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         print(markdown_table(table[_MARKDOWN_COLUMNS]))
 
 
+def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.claims import claims_table, markdown
+
+    runs = read_runs(_existing(parser, "--runs", args.runs))
+    reference = None
+    if args.reference is not None:
+        reference = load_reference(_existing(parser, "--reference", args.reference))
+    if not args.out.lower().endswith(".csv"):
+        parser.error(f"--out must end in .csv, got {args.out!r}")
+    table = claims_table(runs, reference)
+    text = markdown(table)
+    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
+    notes = Path(args.out).with_suffix(".md")
+    atomic_write(notes, lambda temporary: temporary.write_text(text))
+    print(f"wrote {args.out} and {notes} ({len(table)} claims)")
+    print(text, end="")
+
+
+def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.protocol import study_cost
+
+    runs = read_runs(_existing(parser, "--runs", args.runs))
+    planned, unique = None, None
+    if args.configfile:
+        from experiments.study import load_config, plan
+
+        studies = plan(
+            load_config(*[_existing(parser, "--configfile", f) for f in args.configfile])
+        )
+        rows = [
+            {"study": name, "workload": studies.runs[path].spec.workload}
+            for name, paths in studies.studies.items()
+            for path in paths
+        ]
+        planned = pd.DataFrame(rows).value_counts().rename("planned").reset_index()
+        unique = len(studies.runs)
+    table = study_cost(runs, planned)
+    print(markdown_table(table))
+    once = runs.drop_duplicates("record")
+    per_run = once["total_s"].mean()
+    print(
+        f"{len(once)} records landed, {once['total_s'].sum() / 3600:.2f} core-hours "
+        f"({per_run:.0f} s per run on one core)"
+    )
+    if unique is not None:
+        left = table["estimate_s"].sum() - table["landed_s"].fillna(0).sum()
+        print(
+            f"{unique} runs planned (a run shared by two studies once); the remaining "
+            f"{unique - len(once)} at the parts' mean cost: about {left / 3600:.1f} core-hours "
+            "(an upper bound: runs two studies share are counted in both)"
+        )
+
+
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     differences = compare_record_dirs(args.first, args.second)
     for line in differences:
@@ -240,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "aggregate": _aggregate,
         "figure": _figure,
         "summary": _summary,
+        "claims": _claims,
+        "cost": _cost,
         "compare": _compare,
     }[args.command]
     try:

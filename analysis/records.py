@@ -40,11 +40,16 @@ IDENTITY_COLUMNS = [column for role in ROLES for column in identity_columns(role
 
 RUN_COLUMNS = [
     "study", *IDENTITY_COLUMNS, "target_metric", "target_value", "target_direction", "reached",
-    "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "final_fresh_examples",
+    "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "crossing",
+    "raw_fresh_examples_to_target", "refine_every_fresh", "diverged", "final_fresh_examples",
     "final_steps", "final_wall_s", "best_metric", "R", "upstream_s_per_batch",
-    "downstream_s_per_step", "config_hash", "record",
+    "downstream_s_per_step", "eval_s", "total_s", "config_hash", "record",
 ]  # fmt: skip
-"""Columns of the runs table, in order (one row per study and record)."""
+"""Columns of the runs table, in order (one row per study and record).
+
+``*_to_target`` are the refined crossing (the record's ``refined``: the first kept model
+that reaches the target) where the run has one, ``crossing == "refined"``, else the
+evaluation grid's (``"evaluation"``); ``raw_fresh_examples_to_target`` is always the grid's."""
 
 CURVE_COLUMNS = [
     "study", "config_hash", "seed", "workload", "echo_point", "echo_factor", "fresh_examples",
@@ -53,10 +58,11 @@ CURVE_COLUMNS = [
 """Columns of the eval-curves table, in order (one row per study, record and evaluation)."""
 
 _TEXT_COLUMNS = ["consume", "hparams"]
-_BOOL_COLUMNS = ["stop_at_target", "reached"]
+_BOOL_COLUMNS = ["stop_at_target", "reached", "diverged"]
 _NULLABLE_COLUMNS = [
-    "budget_cap", "resolution", "repetition", "trial", "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "R",
-    "upstream_s_per_batch", "downstream_s_per_step",
+    "budget_cap", "resolution", "repetition", "trial", "fresh_examples_to_target",
+    "raw_fresh_examples_to_target", "refine_every_fresh", "steps_to_target", "wall_s_to_target",
+    "R", "upstream_s_per_batch", "downstream_s_per_step",
 ]  # fmt: skip
 
 
@@ -100,6 +106,8 @@ def _best(curve: list[dict[str, Any]], direction: str) -> float:
 
 def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
     target, final, timing = record["target"], record["final"], record["timing"]
+    refined = record.get("refined")
+    crossing = record if refined is None else refined
     return {
         "study": study,
         **run_columns(record),
@@ -107,9 +115,13 @@ def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
         "target_value": float(target["value"]),
         "target_direction": target["direction"],
         "reached": record["reached"],
-        "fresh_examples_to_target": record["fresh_examples_to_target"],
-        "steps_to_target": record["steps_to_target"],
-        "wall_s_to_target": record["wall_s_to_target"],
+        "fresh_examples_to_target": crossing["fresh_examples_to_target"],
+        "steps_to_target": crossing["steps_to_target"],
+        "wall_s_to_target": crossing["wall_s_to_target"],
+        "crossing": "evaluation" if refined is None else "refined",
+        "raw_fresh_examples_to_target": record["fresh_examples_to_target"],
+        "refine_every_fresh": None if refined is None else refined["every_fresh"],
+        "diverged": record.get("diverged", False),
         "final_fresh_examples": final["fresh_examples"],
         "final_steps": final["steps"],
         "final_wall_s": final["wall_s"],
@@ -117,6 +129,8 @@ def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
         "R": timing["R"],
         "upstream_s_per_batch": timing["upstream_s_per_batch"],
         "downstream_s_per_step": timing["downstream_s_per_step"],
+        "eval_s": timing["eval_s"],
+        "total_s": timing["total_s"],
         "config_hash": record["config_hash"],
         "record": path,
     }

@@ -8,6 +8,11 @@ hyper-parameters are not in the key: baselines have no echo stage, and an echo c
 (tuned or not) is compared with the baseline it replaces. A configuration (``CONFIG_KEY``) is
 every identity field but the seed and the budget.
 
+Tuned searches (the protocol study): each search is first reduced to its best trial
+(`analysis.protocol.best_of_searches`), and the searches then take the place of seeds: a
+configuration's median and min-max are over its searches, relative to the median of its
+baseline's searches (the data-echoing paper's estimator).
+
 Unreached runs: a run that did not reach the target has no time to target, so its relative
 values are NaN. ``summarize`` counts it in ``n_runs`` but not ``n_reached`` and leaves it out
 of the medians, minima and maxima; a configuration with ``n_reached == 0``, or whose baseline
@@ -21,6 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis._io import require_columns
+from analysis.protocol import best_of_searches
 from experiments.identity import identity_columns
 
 __all__ = [
@@ -66,17 +72,19 @@ def relative_to_baseline(runs: pd.DataFrame) -> pd.DataFrame:
         runs: The runs table from ``analysis.records.aggregate``.
 
     Returns:
-        ``runs`` with the columns ``fresh_rel``, ``steps_rel`` and ``wall_rel`` (the run's
-        fresh examples, steps and wall seconds to target over the median of its baseline's
-        reached runs; NaN if the run or every baseline run missed the target),
-        ``baseline_runs`` and ``baseline_reached`` (how many baseline runs there are and how
-        many reached the target) and ``baseline_R`` (their median measured R).
+        ``runs`` (each tuned search reduced to its best trial) with the columns
+        ``fresh_rel``, ``steps_rel`` and ``wall_rel`` (the run's fresh examples, steps and
+        wall seconds to target over the median of its baseline's reached runs; NaN if the
+        run or every baseline run missed the target), ``baseline_runs`` and
+        ``baseline_reached`` (how many baseline runs there are and how many reached the
+        target) and ``baseline_R`` (their median measured R).
 
     Raises:
         ValueError: ``runs`` lacks a needed column.
     """
     needed = [*BASELINE_KEY, *RELATIVE.values(), "echo_point", "reached", "R"]
     require_columns(runs, needed, "runs", hint=_HINT)
+    runs = best_of_searches(runs)
     baseline = runs[runs["echo_point"] == "none"]
     grouped = baseline.groupby(BASELINE_KEY, dropna=False)
     stats = grouped.agg(

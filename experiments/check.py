@@ -50,6 +50,7 @@ def check(workload: str, scale: str = "cpu", data_dir: str | None = None) -> lis
     device = resolve_device("auto")
     model = instance.build_model().to(device)
     optimizer = instance.optimizer(model)
+    instance.schedule(optimizer)  # a bad schedule hyper-parameter fails here, named
     batch = to_device(next(iter(workload_pipeline(instance, seed=0))).batch, device)
     times = []
     for _ in range(3):  # the first step warms up; the estimate takes the fastest later one

@@ -137,6 +137,7 @@ class Run:
         torch.manual_seed(spec.seed)
         self.model = self.workload.build_model().to(self.device)
         self.optimizer = self.workload.optimizer(self.model)
+        self.schedule = self.workload.schedule(self.optimizer)
         self.meter, self.curve, self.reached_row = _Meter(), [], None
         self.kept: list[dict[str, Any]] = []  # models kept since the last evaluation
         self.last_loss: torch.Tensor | None = None
@@ -227,6 +228,8 @@ class Run:
         got = time.perf_counter()
         batch = to_device(timed.batch, self.device)
         self.last_loss = self.workload.train_step(self.model, self.optimizer, batch)
+        if self.schedule is not None:
+            self.schedule.step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.meter.step(tick, got, time.perf_counter(), timed.take_upstream())
@@ -251,8 +254,6 @@ class Run:
         with tqdm(total=self.max_fresh, unit="ex", file=sys.stderr, disable=not show) as bar:
             stop = self.spec.stop_at_target
             while not (stop and self.reached_row) and loader.fresh_examples < self.max_fresh:
-                if self.diverged:
-                    break
                 try:
                     self.train_one_step(batches)
                 except StopIteration:  # a producer's stream ended before target or budget
@@ -260,8 +261,11 @@ class Run:
                 bar.update(loader.fresh_examples - bar.n)
                 fresh = loader.fresh_examples
                 if fresh >= min(next_eval, self.max_fresh):
-                    # A non-finite training loss ends the run: it diverged (a result).
+                    # A non-finite training loss ends the run: it diverged (a result; the
+                    # model is not evaluated, so the record holds no NaN).
                     self.diverged = not bool(torch.isfinite(self.last_loss).all())
+                    if self.diverged:
+                        break
                     row = self.evaluate()
                     next_eval = (fresh // self.eval_every + 1) * self.eval_every
                     bar.set_postfix({metric: f"{row['metric']:.4g}"})

@@ -118,12 +118,17 @@ def parse_number(kind: type, low: float, *, strict: bool = False) -> Callable[[s
 
 
 def _hparam(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``: the value as JSON (what `RunSpec.args` writes: ``1e-05`` is a number),
+    else as YAML (``lr=0.1``, ``model=small``)."""
     import yaml
 
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
-    return key, yaml.safe_load(value)
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, yaml.safe_load(value)
 
 
 def _num(value: float) -> str:

@@ -1,11 +1,13 @@
 """What the Transformer language-model workloads share: BPE windows as examples (HF
 ``tokenizers``, wrapped as a ``transformers`` tokenizer), a ``transformers`` causal LM
-(`experiments.models.transformer_lm.CausalLM`), AdamW, next-token cross-entropy. A subclass
-only says where its text comes from (`LanguageModelWorkload.texts`) and declares its targets,
-hyper-parameters and budgets.
+(`experiments.models.transformer_lm.CausalLM`), AdamW (or the ``optimizer`` hyper-parameter's
+choice, `experiments.optimizers`), next-token cross-entropy. A subclass only says where its
+text comes from (`LanguageModelWorkload.texts`) and declares its targets, hyper-parameters and
+budgets.
 
 Hyper-parameters used here: ``context``, ``d_model``, ``layers``, ``heads``, ``vocab_size``,
-``eval_windows``, ``lr``, ``momentum`` (AdamW's beta1), ``weight_decay``.
+``eval_windows``, ``lr``, ``momentum`` (AdamW's beta1), ``weight_decay``, and where given
+``optimizer`` and ``schedule`` with its parameters.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from experiments.data.cache import cache_dir
 from experiments.data.hf import HUB
 from experiments.data.text import bpe_tokenizer, token_windows
 from experiments.models.transformer_lm import CausalLM
+from experiments.optimizers import build_optimizer
 from experiments.workload import Workload
 
 __all__ = ["LanguageModelWorkload"]
@@ -68,12 +71,8 @@ class LanguageModelWorkload(Workload):
         return CausalLM(hp["vocab_size"], hp["context"], hp["d_model"], hp["layers"], hp["heads"])
 
     def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(
-            model.parameters(),
-            lr=self.hp["lr"],
-            betas=(self.hp["momentum"], 0.98),
-            weight_decay=self.hp["weight_decay"],
-        )
+        """AdamW unless the ``optimizer`` hyper-parameter names another."""
+        return build_optimizer(model, self.hp, "adamw")
 
     def loss(self, model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
         logits = model(batch[:, :-1])

@@ -13,7 +13,8 @@ A study with a ``search`` tunes each condition as the data-echoing paper did: in
 run per seed, ``repetitions`` independent quasi-random searches of ``trials`` runs each over
 the workload's declared search space (`experiments.search`), each trial capped at
 ``budget_cap`` times the workload's ``reference_fresh`` and its crossing located to
-``reference_fresh / resolution``.
+``reference_fresh / resolution``. A ``per_workload`` entry's ``search`` replaces some of
+those keys for one workload (the paper searched some workloads with fewer trials).
 
 This module imports nothing heavy (no torch): the Snakefile calls it when it is parsed.
 """
@@ -102,7 +103,8 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
         ValueError: ``config: KEY: what is wrong`` for the most relevant error (jsonschema's
             best match), e.g. ``config: studies.insertion.echo_factors[0]: 0.5 is less than
             the minimum of 1``; or a workload name that no module of
-            ``experiments/workloads/`` registers.
+            ``experiments/workloads/`` registers; or a per_workload ``search`` in a study
+            without one.
     """
     import jsonschema
     import yaml
@@ -123,6 +125,14 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
                 f"config: {key}: {name!r} is not a registered workload; valid: "
                 f"{', '.join(known)} (one module each in experiments/workloads/)"
             )
+    for study, entry in config["studies"].items():
+        for name, override in entry["per_workload"].items():
+            if "search" in override and (entry["search"] is None or override["search"] is None):
+                raise ValueError(
+                    f"config: studies.{study}.per_workload.{name}.search: replaces keys of the "
+                    f"study's search (a mapping, e.g. {{trials: 50}}), so studies.{study} "
+                    "needs a search"
+                )
     return config
 
 
@@ -144,7 +154,9 @@ def _variants(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator[PlannedRun]:
     train, upstream = config["train"], study["upstream"]
     for workload in study["workloads"]:
-        entry = {**study, **study["per_workload"].get(workload, {})}
+        overrides = study["per_workload"].get(workload, {})
+        entry = {**study, **overrides}
+        search = study["search"] and {**study["search"], **overrides.get("search", {})}
         options = {**train, **(config["workloads"][workload] or {})}
         base = RunSpec(
             workload=workload,
@@ -163,7 +175,7 @@ def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator
         )
         for batch_size in entry["batch_sizes"]:
             for variant in _variants(entry):
-                for trial in _trials(study["search"], entry.get("seeds", config["seeds"])):
+                for trial in _trials(search, entry.get("seeds", config["seeds"])):
                     spec = replace(base, batch_size=batch_size, **variant, **trial)
                     yield PlannedRun(spec, execution)
 
@@ -261,6 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             )
     chosen = args.study or list(studies.studies)
     paths = dict.fromkeys(p for name in chosen for p in studies.studies[name])
+    planned = sorted({studies.runs[path].spec.workload for path in paths})
+    for name in args.workload or []:  # a typo must not print nothing (snakemake: everything)
+        if name not in planned:
+            parser.exit(
+                2, f"{parser.prog}: error: --workload {name}: valid: {', '.join(planned)}\n"
+            )
     for path in paths:
         workload = studies.runs[path].spec.workload
         if args.workload and workload not in args.workload:

@@ -2,8 +2,9 @@
 
 A workload is one class in one file under ``experiments/workloads/``, registered with
 `experiments.registry.register`. It gives the stages of the input pipeline (`Workload.read`,
-`Workload.augment`, `Workload.collate`), the model, its loss and optimizer, `Workload.evaluate`,
-and, per scale, a declared `Target`, default hyper-parameters and an evaluation `Budget`.
+`Workload.augment`, `Workload.collate`), the model, its loss, optimizer and learning-rate
+schedule, `Workload.evaluate`, and, per scale, a declared `Target`, default hyper-parameters
+and an evaluation `Budget`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from torch.utils.data import default_collate
 
 from experiments.identity import SCALES
+from experiments.schedules import lr_scheduler
 from experiments.search import Dimension, SearchSpace
 
 __all__ = [
@@ -122,6 +124,11 @@ class Workload:
             a scale without one cannot run search trials.
         description: One line, shown by ``python -m experiments.check``.
 
+    The learning rate follows `Workload.schedule`, which the harness steps once after each
+    optimizer step; by default it is built from the hyper-parameters ``schedule`` (one of
+    `experiments.schedules.SCHEDULES`) and that schedule's parameters, and a run without a
+    ``schedule`` (every cpu-scale one) trains at a constant rate.
+
     Args:
         scale: One of the scales in ``targets``. Default ``"cpu"``.
         data_dir: Where the data lives (needed by ``paper`` scale; ``cpu`` scale may use it as
@@ -194,10 +201,24 @@ class Workload:
         raise NotImplementedError
 
     def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """The optimizer, from ``self.hp``. Default: SGD with ``lr`` and ``momentum`` (0.9)."""
+        """The optimizer, from ``self.hp``. Default: SGD with ``lr`` and ``momentum`` (0.9).
+        `experiments.optimizers.build_optimizer` picks one by an ``optimizer``
+        hyper-parameter instead."""
         return torch.optim.SGD(
             model.parameters(), lr=self.hp["lr"], momentum=self.hp.get("momentum", 0.9)
         )
+
+    def schedule(
+        self, optimizer: torch.optim.Optimizer
+    ) -> torch.optim.lr_scheduler.LRScheduler | None:
+        """The learning-rate schedule over ``optimizer``, stepped by the harness once after
+        each optimizer step; None: a constant rate. Default: from ``self.hp``'s ``schedule``
+        and its parameters (`experiments.schedules.lr_scheduler`; None without one).
+
+        Raises:
+            ValueError: An unknown schedule or a missing or bad parameter, named.
+        """
+        return lr_scheduler(optimizer, self.hp)
 
     def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The training loss of one batch (already on the model's device)."""

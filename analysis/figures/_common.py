@@ -71,7 +71,7 @@ RELATIVE_CAPTION = (
 PAPER_CAPTION = (
     "Black-edged stars are the values the papers report (paper_figures/reference/papers.csv),"
     " coloured by insertion point where the paper names one; reported values with no "
-    "matching point are listed under the figure."
+    "matching point, and the papers' claims that carry no number, are listed under the figure."
 )
 """How the papers' values are drawn, for every caption."""
 BASELINE_UNREACHED = "The baseline never reached the target: no relative values"
@@ -365,13 +365,20 @@ def _legend(figure: Figure) -> None:
         figure.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize=8)
 
 
-def finish(figure: Figure, notes: list[str], unplaced: pd.DataFrame | None = None) -> Figure:
-    """Add the figure legend and print ``notes`` and unplaced paper values under the axes.
+def finish(
+    figure: Figure,
+    notes: list[str],
+    unplaced: pd.DataFrame | None = None,
+    claims: pd.DataFrame | None = None,
+) -> Figure:
+    """Add the figure legend and print ``notes``, unplaced paper values and the papers'
+    claims under the axes.
 
     Args:
         figure: The figure.
         notes: Lines about missing data.
-        unplaced: Reference rows for this figure that no panel could place. Default None.
+        unplaced: Reference values for this figure that no panel could place. Default None.
+        claims: Reference claims (``qualitative`` rows) for this figure. Default None.
 
     Returns:
         ``figure``.
@@ -381,6 +388,9 @@ def finish(figure: Figure, notes: list[str], unplaced: pd.DataFrame | None = Non
     if unplaced is not None and len(unplaced):
         lines.append("Paper values with no matching point here:")
         lines += [f"  - {describe(row)}" for _, row in unplaced.iterrows()]
+    if claims is not None and len(claims):
+        lines.append("The papers' claims about this figure (no number to draw):")
+        lines += [f"  - {describe(row)}" for _, row in claims.iterrows()]
     if lines:
         width, height = figure.get_size_inches()
         wrapped = [part for line in lines for part in textwrap.wrap(line, int(width * 15))]

@@ -152,12 +152,16 @@ def figure(
             tables = {table: arguments.pop(table) for table in inputs}
             for table, columns in inputs.items():
                 require_columns(tables[table], columns, table)
+            paper = for_figure(arguments.pop("reference"), name)
+            number = paper["kind"] == "number"
             sheet = Sheet(
                 tables=tables,
                 study=arguments.pop("study", None),
-                paper=for_figure(arguments.pop("reference"), name),
+                paper=paper[number].reset_index(drop=True),
+                claims=paper[~number].reset_index(drop=True),
             )
-            return finish(function(sheet, **arguments), sheet.notes, sheet.unplaced())
+            drawing = function(sheet, **arguments)
+            return finish(drawing, sheet.notes, sheet.unplaced(), sheet.claims)
 
         draw.__signature__ = signature
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):

@@ -1,5 +1,5 @@
 """What a registered figure's function draws from: its checked tables, the study, the
-reference rows of the figure, and the notes printed under it."""
+reference values and claims of the figure, and the notes printed under it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ class Sheet:
     Attributes:
         tables: Table name -> the table, already checked for the columns the figure needs.
         study: The study of run records drawn; None for a benchmark figure.
-        paper: The reference rows of this figure (``analysis.reference.for_figure``).
+        paper: The reference values of this figure: its ``number`` rows
+            (``analysis.reference.for_figure``), which panels may draw.
+        claims: Its ``qualitative`` rows: no value to draw, listed under the figure.
         notes: Lines printed under the figure (what is missing, what is not drawn).
         placed: Which rows of ``paper`` some panel drew (boolean, indexed like ``paper``).
     """
@@ -34,6 +36,7 @@ class Sheet:
     tables: dict[str, pd.DataFrame]
     study: str | None
     paper: pd.DataFrame
+    claims: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     placed: pd.Series = field(init=False)
 

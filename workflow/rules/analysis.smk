@@ -32,6 +32,25 @@ rule summary:
         "{params.python} -m analysis summary --runs {input} --out {output} > {log} 2>&1"
 
 
+rule claims:
+    """The papers' claims decided by code from the records (analysis.claims)."""
+    input:
+        runs=rules.aggregate.output.runs,
+        reference=config["reference"],
+    output:
+        csv=f"{OUT}/claims.csv",
+        md=f"{OUT}/claims.md",
+    log:
+        f"{OUT}/logs/claims.log",
+    params:
+        python=PYTHON,
+    conda:
+        "../envs/suite.yaml"
+    shell:
+        "{params.python} -m analysis claims --runs {input.runs} --reference {input.reference}"
+        " --out {output.csv} > {log} 2>&1"
+
+
 rule figure:
     """One figure of the papers, from the tables (or a benchmark's CSV)."""
     input:

@@ -1,0 +1,99 @@
+"""What the two expected-best-of-k figures share: one panel per workload, one line per tuned
+echo condition, its expected fewest fresh examples to target among k trials
+(`analysis.protocol.expected_best_curves`) over the baseline's at the same k."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from analysis.figures._common import (
+    ECHO_POINTS,
+    echo_style,
+    log2_axis,
+    new_figure,
+    note_on,
+    panel,
+)
+from analysis.figures._sheet import Sheet
+from analysis.protocol import expected_best_curves
+from analysis.time_to_target import BASELINE_KEY
+
+__all__ = ["BEST_OF_K_CAPTION", "BEST_OF_K_COLUMNS", "draw_best_of_k"]
+
+BEST_OF_K_COLUMNS = (*BASELINE_KEY, "echo_point", "echo_factor", "trial", "final_fresh_examples")
+"""Columns of the runs table the figures need."""
+
+BEST_OF_K_CAPTION = (
+    "For each tuned condition, the expected fewest fresh examples to target among k trials "
+    "drawn from its pooled trials (all its searches; exact order statistics, draws with "
+    "replacement, as Dodge et al. 2019 do for the best validation score), divided by the "
+    "baseline's expected best at the same k: below 1, echoing needs fewer fresh examples "
+    "even when both are tuned with only k trials. A trial that missed the target within "
+    "its cap counts at its cap, so a ratio drawn where the baseline's pool has misses is "
+    "an estimate at capped values. Solid where every k trials reach the target with "
+    "probability >= 0.95 in both pools, dotted elsewhere."
+)
+"""The caption both figures open with."""
+
+
+def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
+    """One panel per workload of ``sheet``'s study, one line per tuned echo condition.
+
+    Args:
+        sheet: The figure's sheet (its ``runs`` table).
+        by_factor: Label (and dash) the lines by echo factor as well as insertion point.
+    """
+    runs = sheet.tables["runs"]
+    studied = runs[runs["study"] == sheet.study]
+    curves = expected_best_curves(studied)
+    workloads = sorted(curves["workload"].unique())
+    drawing, axes = new_figure(len(workloads))
+    for i, workload in enumerate(workloads):
+        axis = panel(axes, i)
+        rows = curves[curves["workload"] == workload]
+        baseline = rows[rows["echo_point"] == "none"]
+        if baseline.empty:
+            sheet.notes.append(f"{workload}: no tuned baseline, so no ratios.")
+            continue
+        base = baseline.groupby("k")[["expected_best_fresh", "p_any_reached"]].first()
+        echoes = rows[rows["echo_point"] != "none"]
+        order = {point: j for j, point in enumerate(ECHO_POINTS)}
+        keys = sorted(
+            echoes.groupby(["echo_point", "echo_factor"]).groups,
+            key=lambda key: (order.get(key[0], 9), key[1]),
+        )
+        for point, factor in keys:
+            line = echoes[(echoes["echo_point"] == point) & (echoes["echo_factor"] == factor)]
+            line = line.set_index("k").join(base.add_suffix("_baseline"), how="inner")
+            ratio = line["expected_best_fresh"] / line["expected_best_fresh_baseline"]
+            sure = (line["p_any_reached"] >= 0.95) & (line["p_any_reached_baseline"] >= 0.95)
+            style = echo_style(point)
+            if by_factor:
+                style["label"] = f"{style['label']}, e = {factor:g}"
+            style.pop("marker")
+            k = line.index.to_numpy(float)
+            axis.plot(k, ratio.where(sure), linestyle="-", **style)
+            style.pop("label")
+            axis.plot(k, ratio.where(~sure | sure.shift(-1, fill_value=False)), ":", **style)
+            if by_factor:
+                axis.annotate(
+                    f"e={factor:g}", (k[-1], ratio.iloc[-1]), fontsize=7, color=style["color"]
+                )
+        axis.axhline(1.0, color="0.45", linewidth=1, label="baseline (tuned alike)")
+        log2_axis(axis, "x")
+        axis.set(
+            title=workload,
+            xlabel="trials k",
+            ylabel="expected best fresh examples\nrelative to the baseline's",
+        )
+    if not workloads:
+        if studied.empty:
+            sheet.no_data(axes[0, 0])
+        else:
+            note_on(
+                axes[0, 0],
+                f"No tuned searches in study {sheet.study!r} (a study with `search:`, as in "
+                "config/protocol.yaml).",
+            )
+        axes[0, 0].set(xlabel="trials k", ylabel="expected best fresh examples")
+    return drawing

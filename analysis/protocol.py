@@ -1,0 +1,202 @@
+"""The data-echoing paper's estimator over tuned searches, and the expected best of k trials.
+
+A tuned condition (a workload's echo setting, or its baseline) is ``repetitions`` independent
+searches of ``trials`` runs each (`experiments.search`; the runs table's ``repetition`` and
+``trial`` columns). The paper's estimator reduces each search to its trial that reached the
+target with the fewest fresh examples (`best_of_searches`); the median and the min-max over
+the searches, relative to the baseline's same statistic, are then what `analysis.time_to_target`
+computes over seeds, the searches taking the seeds' place.
+
+Beyond the paper, `expected_best_of_k` pools a condition's trials and gives the expected
+fewest fresh examples to target among k trials drawn from that pool (with replacement, exact
+order statistics of the empirical distribution, as Dodge et al., "Show Your Work", 2019, do
+for the best validation score): whether a gain survives a small tuning budget. A trial that
+did not reach the target within its cap counts at its cap (``final_fresh_examples``), so the
+expectation is of ``min(fresh examples to target, cap)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis._io import require_columns
+from experiments.identity import identity_columns
+
+__all__ = [
+    "CONDITION_KEY",
+    "COST_COLUMNS",
+    "SEARCHED",
+    "best_of_searches",
+    "expected_best_curves",
+    "expected_best_of_k",
+    "study_cost",
+]
+
+SEARCHED = "tuned"
+"""The ``hparams`` column of a search's best-trial row: the condition, not one setting."""
+
+_TARGET = ["target_metric", "target_value", "target_direction"]
+
+CONDITION_KEY = [
+    "study",
+    *identity_columns("baseline"),
+    *identity_columns("echo"),
+    *identity_columns("budget"),
+    *_TARGET,
+]
+"""Columns that identify one tuned condition (all its searches and trials)."""
+
+
+def _searched(runs: pd.DataFrame) -> pd.Series:
+    return runs["trial"].notna() if "trial" in runs else pd.Series(False, index=runs.index)
+
+
+def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each tuned search reduced to its best trial (the paper's per-search value).
+
+    Args:
+        runs: The runs table (`analysis.records`); rows without a ``trial`` (fixed
+            hyper-parameters, one run per seed) pass through unchanged.
+
+    Returns:
+        The untuned rows, then one row per (condition, repetition): the trial that reached the
+        target with the fewest fresh examples (ties: fewest steps), or, when none did, the
+        search's first trial (``reached`` false). Its ``seed`` is the repetition, its
+        ``hparams`` `SEARCHED` (``best_hparams`` keeps the winner's), ``lr`` the winner's;
+        ``trials`` and ``trials_reached`` count the search's trials.
+
+    Raises:
+        ValueError: ``runs`` lacks a needed column.
+    """
+    searched = _searched(runs)
+    if not searched.any():
+        return runs
+    needed = [*CONDITION_KEY, "repetition", "trial", "reached", "fresh_examples_to_target"]
+    require_columns(runs, [*needed, "steps_to_target", "hparams"], "runs")
+    tuned = runs[searched].copy()
+    tuned["_order"] = np.where(tuned["reached"].astype(bool), 0, 1)
+    tuned = tuned.sort_values(["_order", "fresh_examples_to_target", "steps_to_target", "trial"])
+    groups = tuned.groupby([*CONDITION_KEY, "repetition"], dropna=False, sort=False)
+    best = groups.head(1).copy()
+    counts = groups.agg(trials=("trial", "size"), trials_reached=("reached", "sum"))
+    best = best.merge(
+        counts.reset_index(), on=[*CONDITION_KEY, "repetition"], how="left", validate="1:1"
+    )
+    best["best_hparams"] = best["hparams"]
+    best["hparams"] = SEARCHED
+    best["seed"] = best["repetition"].astype(int)
+    best = best.drop(columns="_order")
+    out = pd.concat([runs[~searched], best], ignore_index=True)
+    return out.sort_values(["study", "workload"], kind="stable", ignore_index=True)
+
+
+def expected_best_of_k(values: np.ndarray | list[float], k: int | np.ndarray) -> np.ndarray:
+    """The expected minimum of ``k`` draws with replacement from ``values`` (exact).
+
+    With ``v_(1) <= ... <= v_(n)`` sorted, ``P(min = v_(i)) = ((n - i + 1)^k - (n - i)^k) /
+    n^k``.
+
+    Args:
+        values: The pool (finite numbers).
+        k: Draws, >= 1 (an int or an array of them).
+
+    Raises:
+        ValueError: An empty pool, a non-finite value, or k < 1.
+    """
+    pool = np.sort(np.asarray(values, dtype=float))
+    draws = np.atleast_1d(np.asarray(k))
+    if not len(pool) or not np.isfinite(pool).all():
+        raise ValueError(f"values must be a non-empty pool of finite numbers, got {values!r}")
+    if (draws < 1).any():
+        raise ValueError(f"k must be >= 1, got {k!r}")
+    n = len(pool)
+    above = (n - np.arange(n, dtype=float)) / n  # P(a draw >= v_(i)), i = 1..n
+    exponent = draws[:, None].astype(float)
+    p_min = above[None, :] ** exponent - np.append(above[1:], 0.0)[None, :] ** exponent
+    return p_min @ pool
+
+
+def expected_best_curves(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tuned condition: the expected fewest fresh examples to target among k trials.
+
+    Args:
+        runs: The runs table (its tuned rows are used).
+
+    Returns:
+        One row per (condition, k) for k = 1 .. the pool's size, with the condition's columns,
+        ``k``, ``pool`` (trials pooled over its searches), ``pool_reached``,
+        ``expected_best_fresh`` (unreached trials at their cap) and ``p_any_reached`` (the
+        chance that at least one of k trials reached the target), empty when nothing is
+        tuned.
+    """
+    searched = _searched(runs)
+    columns = [*CONDITION_KEY, "k", "pool", "pool_reached", "expected_best_fresh", "p_any_reached"]
+    if not searched.any():
+        return pd.DataFrame(columns=columns)
+    require_columns(runs, ["final_fresh_examples", "reached"], "runs")
+    rows = []
+    for key, group in runs[searched].groupby(CONDITION_KEY, dropna=False, sort=False):
+        reached = group["reached"].astype(bool).to_numpy()
+        capped = np.where(
+            reached, group["fresh_examples_to_target"], group["final_fresh_examples"]
+        ).astype(float)
+        k = np.arange(1, len(group) + 1)
+        expected = expected_best_of_k(capped, k)
+        miss = 1 - reached.mean()
+        for draws, value in zip(k, expected, strict=True):
+            row = dict(zip(CONDITION_KEY, key, strict=True))
+            row.update(k=int(draws), pool=len(group), pool_reached=int(reached.sum()))
+            row.update(expected_best_fresh=float(value), p_any_reached=1 - miss**draws)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+COST_COLUMNS = [
+    "study", "workload", "planned", "landed", "reached", "mean_s", "landed_s", "estimate_s",
+    "eval_share",
+]  # fmt: skip
+"""Columns of `study_cost`."""
+
+
+def study_cost(runs: pd.DataFrame, planned: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What a study's runs cost, per study and workload, and an estimate of the whole.
+
+    Args:
+        runs: The runs table of the records that have landed.
+        planned: Optional ``study, workload, planned`` rows: how many runs the config plans
+            (``experiments.study.plan``). Default None: the landed runs are the plan.
+
+    Returns:
+        One row per study and workload (`COST_COLUMNS`): ``landed`` runs and how many
+        ``reached`` the target, ``mean_s`` (mean seconds per run: the record's
+        ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
+        sum), ``estimate_s`` (``mean_s`` x ``planned``: the whole part on one core; a part
+        with nothing landed takes its workload's mean elsewhere, else the overall mean) and
+        ``eval_share`` (evaluation seconds over training seconds).
+    """
+    require_columns(
+        runs, ["study", "workload", "reached", "total_s", "eval_s", "final_wall_s"], "runs"
+    )
+    grouped = runs.groupby(["study", "workload"], sort=True)
+    cost = grouped.agg(
+        landed=("reached", "size"),
+        reached=("reached", "sum"),
+        mean_s=("total_s", "mean"),
+        landed_s=("total_s", "sum"),
+        eval_total=("eval_s", "sum"),
+        train_total=("final_wall_s", "sum"),
+    ).reset_index()
+    cost["eval_share"] = cost.pop("eval_total") / cost.pop("train_total")
+    if planned is None:
+        cost["planned"] = cost["landed"]
+    else:
+        cost = planned.merge(cost, on=["study", "workload"], how="left")
+        cost["landed"] = cost["landed"].fillna(0).astype(int)
+        cost["reached"] = cost["reached"].fillna(0).astype(int)
+        # a part with nothing landed yet: its workload's mean in other studies, else the mean
+        by_workload = runs.groupby("workload")["total_s"].mean()
+        cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload))
+        cost["mean_s"] = cost["mean_s"].fillna(runs["total_s"].mean())
+    cost["estimate_s"] = cost["mean_s"] * cost["planned"]
+    return cost[COST_COLUMNS]

@@ -1,0 +1,247 @@
+"""The protocol estimator (best trial per search, expected best of k) and the claims table:
+every rule can return every verdict, and the table decides claims from records."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_analysis import make_record, tuned_record, write_record
+
+from analysis import aggregate
+from analysis.claims import (
+    CLAIM_COLUMNS,
+    CLAIMS,
+    NO_DATA,
+    NOT_REPRODUCED,
+    NOT_RESOLVED,
+    REPRODUCED,
+    by_bootstrap,
+    by_ranges,
+    claims_table,
+    combine,
+    markdown,
+)
+from analysis.cli import main
+from analysis.protocol import (
+    SEARCHED,
+    best_of_searches,
+    expected_best_curves,
+    expected_best_of_k,
+)
+from analysis.time_to_target import relative_to_baseline, summarize
+
+
+def searched_runs(tmp_path: Path, conditions: dict, study: str = "insertion") -> pd.DataFrame:
+    """``conditions``: (echo_point, factor) -> per repetition, the trials' fresh values."""
+    records = [
+        tuned_record(point, factor, repetition, trial, fresh)
+        for (point, factor), searches in conditions.items()
+        for repetition, trials in enumerate(searches)
+        for trial, fresh in enumerate(trials)
+    ]
+    return aggregate({study: [write_record(tmp_path, r) for r in records]})[0]
+
+
+# --- the rules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "strict", "verdict"),
+    [
+        ([1, 2, 3], [5, 6, 7], True, REPRODUCED),
+        ([5, 6, 7], [5, 6, 7], True, NOT_REPRODUCED),  # the medians do not favour it
+        ([1, 4, 8], [3, 6, 9], True, NOT_RESOLVED),  # they do, the ranges overlap
+        ([1, 2, 3], [], True, NO_DATA),
+        ([5, 6, 7], [5.5, 6, 8], False, NOT_RESOLVED),
+        ([5, 6, 6.5], [7, 8, 9], False, REPRODUCED),
+        ([5, 5, 5], [5, 5, 5], False, REPRODUCED),  # ties are at most
+        ([9, 10, 11], [5, 6, 7], False, NOT_REPRODUCED),
+    ],
+)
+def test_the_range_rule_returns_each_verdict(x, y, strict, verdict):
+    assert by_ranges(x, y, 0.5, strict=strict) == verdict
+
+
+def test_the_range_rule_needs_a_separation_of_the_resolution():
+    assert by_ranges([4.8], [5.0], 0.1, strict=True) == REPRODUCED
+    assert by_ranges([4.8], [5.0], 0.5, strict=True) == NOT_REPRODUCED
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "kwargs", "verdict"),
+    [
+        ([1.0, 1.1, 0.9, 1.05, 0.95], [2.0, 2.1, 1.9, 2.05, 1.95], {"strict": True}, REPRODUCED),
+        ([2.0, 2.1, 1.9, 2.05, 1.95], [1.0, 1.1, 0.9, 1.05, 0.95], {"strict": True},
+         NOT_REPRODUCED),
+        ([1.0, 3.0, 0.5, 1.2, 1.5], [2.0, 0.6, 2.9, 1.0, 1.6], {"strict": True}, NOT_RESOLVED),
+        ([], [1.0], {"strict": True}, NO_DATA),
+        ([4.0, 4.01, 3.99], [4.0, 4.0, 4.0], {"strict": False, "delta": 0.05, "difference": True},
+         REPRODUCED),
+        ([4.5, 4.6, 4.4], [4.0, 4.0, 4.0], {"strict": False, "delta": 0.05, "difference": True},
+         NOT_REPRODUCED),
+        ([3.0, 5.0, 4.0, 3.5, 4.6], [4.0, 4.1, 3.9], {"strict": False, "delta": 0.05,
+         "difference": True}, NOT_RESOLVED),
+    ],
+)  # fmt: skip
+def test_the_bootstrap_rule_returns_each_verdict(x, y, kwargs, verdict):
+    found, interval = by_bootstrap(x, y, **kwargs)
+    assert found == verdict
+    assert (interval is None) == (verdict == NO_DATA)
+
+
+def test_the_bootstrap_is_seeded():
+    x, y = [1.0, 3.0, 0.5, 1.2, 1.5], [2.0, 0.6, 2.9, 1.0, 1.6]
+    assert by_bootstrap(x, y, strict=True) == by_bootstrap(x, y, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("parts", "verdict"),
+    [
+        ([REPRODUCED, REPRODUCED], REPRODUCED),
+        ([REPRODUCED, NOT_RESOLVED, NOT_REPRODUCED], NOT_REPRODUCED),
+        ([REPRODUCED, NOT_RESOLVED], NOT_RESOLVED),
+        ([REPRODUCED, NO_DATA], NOT_RESOLVED),  # a part missing: not every part reproduced
+        ([NO_DATA], NO_DATA),
+        ([], NO_DATA),
+    ],
+)
+def test_combining_parts(parts, verdict):
+    assert combine(parts) == verdict
+
+
+# --- the estimator ----------------------------------------------------------------------
+
+
+def test_each_search_is_its_trial_with_the_fewest_fresh_examples(tmp_path):
+    runs = searched_runs(
+        tmp_path,
+        {
+            ("none", 1.0): [[2000, 1500, None], [1800, 2400, 2200]],
+            ("after_augment", 2.0): [[None, None, None], [1000, 900, 1200]],
+        },
+    )
+    best = best_of_searches(runs)
+    assert len(best) == 4
+    assert (best["hparams"] == SEARCHED).all()
+    baseline = best[best["echo_point"] == "none"].set_index("seed")
+    # refined crossings (50 below the grid's) are what the table uses
+    assert baseline["fresh_examples_to_target"].tolist() == [1450, 1750]
+    assert baseline["trials"].tolist() == [3, 3]
+    assert baseline["trials_reached"].tolist() == [2, 3]
+    echo = best[best["echo_point"] == "after_augment"].set_index("seed")
+    assert not echo.loc[0, "reached"] and echo.loc[1, "fresh_examples_to_target"] == 850
+    summary = summarize(relative_to_baseline(runs))
+    row = summary[summary["echo_point"] == "after_augment"].iloc[0]
+    # over searches: n_runs are the 2 searches, the median of the baseline's bests is 1600
+    assert (row["n_runs"], row["n_reached"]) == (2, 1)
+    assert row["fresh_rel_median"] == pytest.approx(850 / 1600)
+
+
+def test_runs_without_a_search_pass_through(tmp_path):
+    runs = aggregate({"s": [write_record(tmp_path, make_record(seed=s)) for s in range(2)]})[0]
+    assert best_of_searches(runs) is runs
+    assert expected_best_curves(runs).empty
+
+
+def test_expected_best_of_k_is_exact_against_enumeration():
+    pool = [5.0, 1.0, 3.0, 3.0, 8.0]
+    for k in (1, 2, 3):
+        draws = list(itertools.product(pool, repeat=k))
+        brute = sum(min(d) for d in draws) / len(draws)
+        assert expected_best_of_k(pool, k)[0] == pytest.approx(brute)
+    assert expected_best_of_k(pool, 1)[0] == pytest.approx(np.mean(pool))
+    assert expected_best_of_k(pool, 500)[0] == pytest.approx(1.0, abs=1e-9)
+    with pytest.raises(ValueError, match="k must be"):
+        expected_best_of_k(pool, 0)
+    with pytest.raises(ValueError, match="finite"):
+        expected_best_of_k([1.0, math.inf], 2)
+
+
+def test_expected_best_curves_count_a_miss_at_its_cap(tmp_path):
+    runs = searched_runs(
+        tmp_path, {("none", 1.0): [[1000, None]], ("after_batch", 2.0): [[800, 900]]}
+    )
+    curves = expected_best_curves(runs)
+    baseline = curves[curves["echo_point"] == "none"].set_index("k")
+    cap = runs.loc[~runs["reached"], "final_fresh_examples"].iloc[0]
+    assert baseline.loc[1, "expected_best_fresh"] == pytest.approx((950 + cap) / 2)
+    assert baseline.loc[1, "p_any_reached"] == pytest.approx(0.5)
+    assert baseline.loc[2, "p_any_reached"] == pytest.approx(0.75)
+    assert set(curves["k"]) == {1, 2}
+
+
+# --- the claims table -------------------------------------------------------------------
+
+
+def _insertion(tmp_path: Path, echo: list[list[int]]) -> pd.DataFrame:
+    baseline = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]]
+    return searched_runs(tmp_path, {("none", 1.0): baseline, ("before_augment", 2.0): echo})
+
+
+@pytest.mark.parametrize(
+    ("echo", "verdict"),
+    [
+        ([[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]], REPRODUCED),
+        ([[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]], NOT_REPRODUCED),
+        ([[1500, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]], NOT_RESOLVED),
+    ],
+)
+def test_the_claims_table_decides_fewer_fresh_examples_at_e2(tmp_path, echo, verdict):
+    table = claims_table(_insertion(tmp_path, echo))
+    assert list(table.columns) == CLAIM_COLUMNS
+    assert list(table["claim"]) == [claim.name for claim in CLAIMS]
+    row = table.set_index("claim").loc["claim_fewer_fresh_at_e2"]
+    assert row["verdict"] == verdict
+    assert row["rule"] == "ranges over searches"
+    assert "cifar10_resnet" in row["ours"]
+
+
+def test_claims_without_their_study_have_no_data_and_never_below_is_decided(tmp_path):
+    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
+    table = claims_table(_insertion(tmp_path, echo)).set_index("claim")
+    assert table.loc["claim_shuffle_buffer_helps", "verdict"] == NO_DATA
+    assert table.loc["claim_shuffle_buffer_helps", "ours"] == "no runs yet"
+    # best per search 1050..1150 against baseline bests 1850..2000 / 2 = 925..1000
+    assert table.loc["claim_never_below_1_over_e", "verdict"] == REPRODUCED
+    below = [[600, 700, 900], [650, 800, 900], [640, 700, 950]]
+    (tmp_path / "below").mkdir()
+    table = claims_table(_insertion(tmp_path / "below", below))
+    assert table.set_index("claim").loc["claim_never_below_1_over_e", "verdict"] == NOT_REPRODUCED
+
+
+def test_the_claims_command_writes_the_table_and_its_markdown(tmp_path, capsys):
+    from analysis.records import write_tables
+
+    runs = _insertion(tmp_path, [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]])
+    write_tables(runs, pd.DataFrame(), tmp_path / "runs.csv", tmp_path / "curves.csv")
+    main(["claims", "--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "claims.csv")])
+    table = pd.read_csv(tmp_path / "claims.csv", dtype=str, keep_default_na=False)
+    assert table.set_index("claim").loc["claim_fewer_fresh_at_e2", "verdict"] == REPRODUCED
+    text = (tmp_path / "claims.md").read_text()
+    assert text == markdown(table)
+    assert "**reproduced**" in text and "| claim |" in text
+    assert "claims.md" in capsys.readouterr().out
+
+
+def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
+    from analysis.protocol import study_cost
+
+    runs = searched_runs(tmp_path, {("none", 1.0): [[1000, None]]})
+    planned = pd.DataFrame(
+        [
+            {"study": "insertion", "workload": "cifar10_resnet", "planned": 10},
+            {"study": "insertion", "workload": "lm1b_transformer", "planned": 4},
+        ]
+    )
+    cost = study_cost(runs, planned).set_index("workload")
+    assert cost.loc["cifar10_resnet", "landed"] == 2 and cost.loc["cifar10_resnet", "reached"] == 1
+    assert cost.loc["cifar10_resnet", "mean_s"] == pytest.approx(10.0)  # make_record's total_s
+    assert cost.loc["cifar10_resnet", "estimate_s"] == pytest.approx(100.0)
+    assert cost.loc["lm1b_transformer", "landed"] == 0  # nothing landed: the overall mean
+    assert cost.loc["lm1b_transformer", "estimate_s"] == pytest.approx(40.0)
+    assert cost.loc["cifar10_resnet", "eval_share"] > 0
