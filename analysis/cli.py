@@ -10,6 +10,7 @@
     python -m analysis claims --runs results/protocol/runs.csv \
         --reference paper_figures/reference/papers.csv --out results/protocol/claims.csv
     python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
+    python -m analysis readme README.md
     python -m analysis compare results .test-slurm/results
 
 Exit status 2: a wrong command line (unknown figure, an input the figure needs not given,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +35,7 @@ from analysis.records import aggregate, read_runs, write_tables
 from analysis.reference import load_reference
 from analysis.time_to_target import relative_to_baseline, summarize, unreached_baselines
 
-__all__ = ["main", "markdown_table", "parse_studies", "table_option"]
+__all__ = ["GENERATED", "main", "markdown_table", "parse_studies", "refresh_blocks", "table_option"]
 
 _MARKDOWN_COLUMNS = [
     "study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size",
@@ -154,12 +156,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     claims.add_argument(
         "--out", required=True, help="claims CSV to write; the markdown table goes beside it (.md)"
     )
+
+    readme = commands.add_parser(
+        "readme", help="refresh a document's generated blocks from the files they show"
+    )
+    readme.add_argument("file", help="e.g. README.md")
     cost = commands.add_parser(
         "cost", help="seconds per run and the whole study's estimate, per study and workload"
     )
     cost.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     cost.add_argument(
         "--configfile", nargs="+", help="the study's config files, for the runs still planned"
+    )
+    cost.add_argument(
+        "--prior", help="another runs CSV whose per-workload cost stands in where none landed"
     )
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
@@ -172,6 +182,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "summary": summary,
         "claims": claims,
         "cost": cost,
+        "readme": readme,
         "compare": compare,
     }
 
@@ -258,6 +269,36 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     print(text, end="")
 
 
+GENERATED = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+"""A block of a document that shows a file as written: ``<!-- generated: FILE -->``, the
+file's text, ``<!-- end generated -->`` (README's claims and cost tables)."""
+
+
+def refresh_blocks(document: str, root: Path) -> str:
+    """``document`` with each `GENERATED` block's text replaced by its file's (relative to
+    ``root``).
+
+    Raises:
+        ValueError: A block names a file that does not exist.
+    """
+
+    def fill(match: re.Match[str]) -> str:
+        path = root / match.group(2)
+        if not path.is_file():
+            raise ValueError(f"generated block names {match.group(2)}, which does not exist")
+        return match.group(1) + path.read_text() + match.group(4)
+
+    return GENERATED.sub(fill, document)
+
+
+def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    readme = Path(_existing(parser, "readme", args.file))
+    blocks = GENERATED.findall(readme.read_text())
+    updated = refresh_blocks(readme.read_text(), readme.parent)
+    atomic_write(readme, lambda temporary: temporary.write_text(updated))
+    print(f"refreshed {len(blocks)} generated blocks of {readme}")
+
+
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     from analysis.protocol import study_cost
 
@@ -276,7 +317,8 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ]
         planned = pd.DataFrame(rows).value_counts().rename("planned").reset_index()
         unique = len(studies.runs)
-    table = study_cost(runs, planned)
+    prior = None if args.prior is None else read_runs(_existing(parser, "--prior", args.prior))
+    table = study_cost(runs, planned, prior)
     print(markdown_table(table))
     once = runs.drop_duplicates("record")
     per_run = once["total_s"].mean()
@@ -320,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "summary": _summary,
         "claims": _claims,
         "cost": _cost,
+        "readme": _readme,
         "compare": _compare,
     }[args.command]
     try:

@@ -159,20 +159,25 @@ COST_COLUMNS = [
 """Columns of `study_cost`."""
 
 
-def study_cost(runs: pd.DataFrame, planned: pd.DataFrame | None = None) -> pd.DataFrame:
+def study_cost(
+    runs: pd.DataFrame, planned: pd.DataFrame | None = None, prior: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """What a study's runs cost, per study and workload, and an estimate of the whole.
 
     Args:
         runs: The runs table of the records that have landed.
         planned: Optional ``study, workload, planned`` rows: how many runs the config plans
             (``experiments.study.plan``). Default None: the landed runs are the plan.
+        prior: Optional runs table of another study (e.g. the default study's) whose mean
+            seconds per run of a workload stand in where nothing of it has landed yet.
 
     Returns:
         One row per study and workload (`COST_COLUMNS`): ``landed`` runs and how many
         ``reached`` the target, ``mean_s`` (mean seconds per run: the record's
         ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
         sum), ``estimate_s`` (``mean_s`` x ``planned``: the whole part on one core; a part
-        with nothing landed takes its workload's mean elsewhere, else the overall mean) and
+        with nothing landed takes its workload's mean in other parts, else in ``prior``, else
+        the overall mean) and
         ``eval_share`` (evaluation seconds over training seconds).
     """
     require_columns(
@@ -194,9 +199,12 @@ def study_cost(runs: pd.DataFrame, planned: pd.DataFrame | None = None) -> pd.Da
         cost = planned.merge(cost, on=["study", "workload"], how="left")
         cost["landed"] = cost["landed"].fillna(0).astype(int)
         cost["reached"] = cost["reached"].fillna(0).astype(int)
-        # a part with nothing landed yet: its workload's mean in other studies, else the mean
-        by_workload = runs.groupby("workload")["total_s"].mean()
-        cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload))
+        # a part with nothing landed yet: its workload's mean in other studies, else in the
+        # prior's runs, else the overall mean
+        for source in (runs, prior):
+            if source is not None:
+                by_workload = source.drop_duplicates("record").groupby("workload")["total_s"]
+                cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload.mean()))
         cost["mean_s"] = cost["mean_s"].fillna(runs["total_s"].mean())
     cost["estimate_s"] = cost["mean_s"] * cost["planned"]
     return cost[COST_COLUMNS]

@@ -22,6 +22,7 @@ This module imports nothing heavy (no torch): the Snakefile calls it when it is 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -249,18 +250,37 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
     return check_config(config, SCHEMA)
 
 
+def _stale(paths: list[str], studies: Plan) -> list[str]:
+    """``PATH: FIELD: ...`` for each written record that is not the run its path plans."""
+    from experiments import registry  # imports the workloads (torch)
+
+    stale = []
+    for path in paths:
+        spec = studies.runs[path].spec
+        record = json.loads(Path(path).read_text())
+        found = spec.mismatches(record, registry.defaults(spec.workload, spec.scale))
+        stale += [f"{path}: {line}" for line in found]
+    return stale
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.study paths --configfile F [--study S] [--workload W]
-    [--missing]``: the record paths of a study, one per line (to train a part first:
-    ``snakemake --cores 2 --configfile F $(python -m experiments.study paths ...)``)."""
+    [--missing | --existing]``: the record paths of a study, one per line (to train a part
+    first: ``snakemake --cores 2 --configfile F $(python -m experiments.study paths ...)``);
+    ``studies`` instead prints them as JSON, study -> paths (``python -m analysis aggregate
+    --study-file``: tables from the records landed so far, with ``--existing``); ``check``
+    checks the written records against the runs the config asks for (exit 1 naming each
+    stale record and field, as the workflow's ``aggregate`` rule does)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m experiments.study", description=main.__doc__)
-    parser.add_argument("command", choices=["paths"])
+    parser.add_argument("command", choices=["paths", "studies", "check"])
     parser.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
     parser.add_argument("--study", action="append", help="only these studies (repeatable)")
     parser.add_argument("--workload", action="append", help="only these workloads (repeatable)")
-    parser.add_argument("--missing", action="store_true", help="only records not yet written")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--missing", action="store_true", help="only records not yet written")
+    which.add_argument("--existing", action="store_true", help="only records written")
     args = parser.parse_args(argv)
     try:
         studies = plan(load_config(*args.configfile))
@@ -279,12 +299,23 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(
                 2, f"{parser.prog}: error: --workload {name}: valid: {', '.join(planned)}\n"
             )
-    for path in paths:
-        workload = studies.runs[path].spec.workload
-        if args.workload and workload not in args.workload:
-            continue
-        if args.missing and Path(path).exists():
-            continue
+
+    def wanted(path: str) -> bool:
+        if args.workload and studies.runs[path].spec.workload not in args.workload:
+            return False
+        return not (
+            (args.missing and Path(path).exists()) or (args.existing and not Path(path).exists())
+        )
+
+    if args.command == "check":
+        stale = _stale([p for p in paths if Path(p).exists() and wanted(p)], studies)
+        print("\n".join(stale) if stale else "every record written is the run the config asks for")
+        return 1 if stale else 0
+    if args.command == "studies":
+        listed = {name: [p for p in studies.studies[name] if wanted(p)] for name in chosen}
+        print(json.dumps({name: found for name, found in listed.items() if found}, indent=1))
+        return 0
+    for path in filter(wanted, paths):
         print(path)
     return 0
 

@@ -245,3 +245,32 @@ def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
     assert cost.loc["lm1b_transformer", "landed"] == 0  # nothing landed: the overall mean
     assert cost.loc["lm1b_transformer", "estimate_s"] == pytest.approx(40.0)
     assert cost.loc["cifar10_resnet", "eval_share"] > 0
+
+
+def test_a_search_still_training_is_left_out_of_the_claims(tmp_path):
+    # the third search has 2 of its 3 trials: its (worse) best so far does not count
+    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [5000, 5000]]
+    table = claims_table(_insertion(tmp_path, echo)).set_index("claim")
+    assert table.loc["claim_fewer_fresh_at_e2", "verdict"] == REPRODUCED
+
+
+def test_refresh_blocks_shows_each_named_file(tmp_path):
+    from analysis.cli import refresh_blocks
+
+    (tmp_path / "x.md").write_text("new\n")
+    document = "a\n<!-- generated: x.md -->\nold\n<!-- end generated -->\nb\n"
+    assert refresh_blocks(document, tmp_path) == (
+        "a\n<!-- generated: x.md -->\nnew\n<!-- end generated -->\nb\n"
+    )
+    with pytest.raises(ValueError, match=r"names y\.md"):
+        refresh_blocks(document.replace("x.md", "y.md"), tmp_path)
+
+
+def test_readme_shows_the_committed_generated_tables_as_the_code_wrote_them():
+    from analysis.cli import GENERATED
+
+    root = Path(__file__).resolve().parents[1]
+    blocks = GENERATED.findall((root / "README.md").read_text())
+    assert {"results/claims.md", "results/protocol/claims.md"} <= {b[1] for b in blocks}
+    for _, name, text, _ in blocks:
+        assert text == (root / name).read_text(), f"README's {name} block is not the file"

@@ -80,6 +80,7 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
                     f"e={factor:g}", (k[-1], ratio.iloc[-1]), fontsize=7, color=style["color"]
                 )
         axis.axhline(1.0, color="0.45", linewidth=1, label="baseline (tuned alike)")
+        axis.set_xlim(1, max(2, int(rows["k"].max())))  # a linear margin would reach 0
         log2_axis(axis, "x")
         axis.set(
             title=workload,

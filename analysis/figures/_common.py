@@ -63,8 +63,9 @@ _PAPER_STYLE = {"marker": "*", "markersize": 13, "markeredgecolor": "black", "li
 RELATIVE_CAPTION = (
     "Relative values divide each run's count to target by the median of its baseline: the "
     "runs of the same study without an echo stage that share its workload, batch size, "
-    "upstream cost, workers and target. Markers or bars are the median over seeds, error "
-    "bars the minimum and maximum; 'k/n' marks configurations where only k of n seeds "
+    "upstream cost, workers and target. Markers or bars are the median over seeds (for a "
+    "tuned study: over its repeated searches, each its trial with the fewest fresh examples), "
+    "error bars the minimum and maximum; 'k/n' marks configurations where only k of n seeds "
     "reached the target (medians use those k)."
 )
 """How the relative values of the run-record figures are made, for their captions."""

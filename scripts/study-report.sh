@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Tables, claims, cost and figures of a study from the records landed so far, without training
+# anything (snakemake's rule `all` would train the missing runs first). For a long study that
+# is still running, e.g. the protocol study:
+#   scripts/study-report.sh config/protocol.yaml
+# Writes, under the config's out_dir: landed.json, runs.csv, eval_curves.csv, summary.csv,
+# claims.csv + claims.md, cost.md; and every figure of its studies under its figures_dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=.venv/bin/python
+configs=("$@")
+(($#)) || configs=(config/config.yaml)
+read -r out figures reference < <("$py" - "${configs[@]}" <<'PY'
+import sys
+from experiments.study import load_config
+config = load_config(*sys.argv[1:])
+print(config["out_dir"], config["figures_dir"], config["reference"])
+PY
+)
+mkdir -p "$out" "$figures"
+"$py" -m experiments.study check --configfile "${configs[@]}" --existing >/dev/null || {
+    "$py" -m experiments.study check --configfile "${configs[@]}" --existing >&2
+    exit 1
+}
+"$py" -m experiments.study studies --configfile "${configs[@]}" --existing >"$out/landed.json"
+"$py" -m analysis aggregate --study-file "$out/landed.json" --runs-out "$out/runs.csv" \
+    --curves-out "$out/eval_curves.csv"
+"$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
+"$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" \
+    --out "$out/claims.csv" >/dev/null
+prior=()  # the default study's measured cost per workload, where none of this one has landed
+[[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
+"$py" -m analysis cost --runs "$out/runs.csv" --configfile "${configs[@]}" "${prior[@]}" \
+    >"$out/cost.md"
+mapfile -t names < <("$py" - "$out/landed.json" <<'PY'
+import json, sys
+from analysis.figures import get, names
+studies = json.load(open(sys.argv[1]))
+print("\n".join(n for n in names() if get(n).study in studies))
+PY
+)
+for name in "${names[@]}"; do
+    "$py" -m analysis figure "$name" --runs "$out/runs.csv" --curves "$out/eval_curves.csv" \
+        --reference "$reference" --out "$figures/$name.png" >/dev/null
+done
+echo "wrote $out/{runs,summary,claims}.csv, $out/claims.md, $out/cost.md and ${#names[@]} figures in $figures"
