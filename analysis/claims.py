@@ -207,6 +207,12 @@ class _Runs:
         return "ranges over searches" if self.tuned else "bootstrap over seeds"
 
 
+def _reached_median(values: np.ndarray, default: float = 1.0) -> float:
+    """The median of the reached (finite) values; ``default`` when none reached."""
+    reached = values[np.isfinite(values)]
+    return float(np.median(reached)) if len(reached) else default
+
+
 _UNREACHED = 1e300
 """A search that missed the target sits above every reached value (it counts against its
 condition) while staying finite for `by_ranges`."""
@@ -234,7 +240,7 @@ def _fewer_at_e2(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
         echo = study.select(workload, echo_point="before_augment", echo_factor=2.0)
         b, e = study.fresh(base), study.fresh(echo)
         verdict = _compare(study, e, b, study.delta(base), strict=True)
-        scale = float(np.median(b[np.isfinite(b)])) if np.isfinite(b).any() else 1.0
+        scale = _reached_median(b)
         parts.append(f"{workload} {_fmt(e, scale)}: {verdict}")
         verdicts.append(verdict)
     return verdicts, parts, study.rule
@@ -258,7 +264,7 @@ def _never_below(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
                 # never below the ideal: b / factor <= e (within the resolution)
                 verdict = _compare(study, b / factor, e, study.delta(base), strict=False)
                 if verdict != REPRODUCED:
-                    scale = np.median(b[np.isfinite(b)]) if np.isfinite(b).any() else 1.0
+                    scale = _reached_median(b)
                     parts.append(
                         f"{workload} {point} e={factor:g}: {_fmt(e, scale)} vs 1/e = "
                         f"{1 / factor:.2f}: {verdict}"
@@ -276,7 +282,7 @@ def _insertion_order(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     for workload in study.workloads():
         points = [p for p in order if len(study.select(workload, echo_point=p, echo_factor=2.0))]
         base = study.fresh(_baseline(study, workload))
-        scale = float(np.median(base[np.isfinite(base)])) if np.isfinite(base).any() else 1.0
+        scale = _reached_median(base)
         delta = study.delta(_baseline(study, workload))
         values = {
             p: study.fresh(study.select(workload, echo_point=p, echo_factor=2.0)) for p in points
@@ -317,7 +323,7 @@ def _factor_peak(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     for workload in study.workloads():
         base = _baseline(study, workload)
         b, delta = study.fresh(base), study.delta(base)
-        scale = float(np.median(b[np.isfinite(b)])) if np.isfinite(b).any() else 1.0
+        scale = _reached_median(b)
         for point in ("before_augment", "after_augment"):
             e8 = study.fresh(study.select(workload, echo_point=point, echo_factor=8.0))
             e16 = study.fresh(study.select(workload, echo_point=point, echo_factor=16.0))
@@ -346,7 +352,7 @@ def _batch_size(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
         relative = {}
         for size in (sizes[0], sizes[-1]):
             base = study.fresh(_baseline(study, workload, size))
-            median = np.median(base[np.isfinite(base)]) if np.isfinite(base).any() else np.nan
+            median = _reached_median(base, math.nan)
             relative[size] = study.fresh(rows[rows["batch_size"] == size]) / median
         verdict = _compare(study, relative[sizes[-1]], relative[sizes[0]], 0.0, strict=True)
         parts.append(

@@ -171,6 +171,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     cost.add_argument(
         "--prior", help="another runs CSV whose per-workload cost stands in where none landed"
     )
+    cost.add_argument(
+        "--by",
+        choices=["part", "condition"],
+        default="part",
+        help="one row per study and workload (default) or per condition",
+    )
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
     )
@@ -300,9 +306,10 @@ def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.protocol import study_cost
+    from analysis.protocol import CONDITION, PART, study_cost
 
     runs = read_runs(_existing(parser, "--runs", args.runs))
+    by = CONDITION if args.by == "condition" else PART
     planned, unique = None, None
     if args.configfile:
         from experiments.study import load_config, plan
@@ -310,28 +317,34 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         studies = plan(
             load_config(*[_existing(parser, "--configfile", f) for f in args.configfile])
         )
-        rows = [
-            {"study": name, "workload": studies.runs[path].spec.workload}
-            for name, paths in studies.studies.items()
-            for path in paths
-        ]
-        planned = pd.DataFrame(rows).value_counts().rename("planned").reset_index()
+        rows = []
+        for name, paths in studies.studies.items():
+            for path in paths:
+                spec = studies.runs[path].spec
+                row = {"study": name, "record": path, "workload": spec.workload}
+                row.update(echo_point=spec.echo_point, echo_factor=spec.echo_factor)
+                row.update(shuffle_buffer=spec.shuffle_buffer)
+                row["batch_size"] = "default" if spec.batch_size is None else spec.batch_size
+                rows.append(row)
+        planned = pd.DataFrame(rows)[["study", "record", *by[1:]]]
         unique = len(studies.runs)
+    elif args.by == "condition":
+        parser.error("--by condition needs --configfile (the planned conditions)")
     prior = None if args.prior is None else read_runs(_existing(parser, "--prior", args.prior))
-    table = study_cost(runs, planned, prior)
+    table = study_cost(runs, planned, prior, by)
     print(markdown_table(table))
     once = runs.drop_duplicates("record")
-    per_run = once["total_s"].mean()
     print(
-        f"{len(once)} records landed, {once['total_s'].sum() / 3600:.2f} core-hours "
-        f"({per_run:.0f} s per run on one core)"
+        f"\n{len(once)} records landed, {once['total_s'].sum() / 3600:.2f} core-hours "
+        f"({once['total_s'].mean():.0f} s per run on one core)"
     )
     if unique is not None:
-        left = table["estimate_s"].sum() - table["landed_s"].fillna(0).sum()
+        left = (table["estimate_s"] - table["landed_s"].fillna(0)).sum()
         print(
             f"{unique} runs planned (a run shared by two studies once); the remaining "
-            f"{unique - len(once)} at the parts' mean cost: about {left / 3600:.1f} core-hours "
-            "(an upper bound: runs two studies share are counted in both)"
+            f"{unique - len(once)} at the groups' mean cost: about {left / 3600:.1f} core-hours "
+            "(an estimate: a run two studies share counts in both; a group with nothing landed "
+            "takes its workload's mean, though higher echo factors train more steps)"
         )
 
 

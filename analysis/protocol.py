@@ -24,8 +24,10 @@ from analysis._io import require_columns
 from experiments.identity import identity_columns
 
 __all__ = [
+    "CONDITION",
     "CONDITION_KEY",
     "COST_COLUMNS",
+    "PART",
     "SEARCHED",
     "best_of_searches",
     "expected_best_curves",
@@ -152,59 +154,70 @@ def expected_best_curves(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+PART = ("study", "workload")
+"""`study_cost`'s default grouping: one row per study and workload."""
+
+CONDITION = ("study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size")
+"""`study_cost`'s grouping per condition (a batch size as the config gives it)."""
+
 COST_COLUMNS = [
-    "study", "workload", "planned", "landed", "reached", "mean_s", "landed_s", "estimate_s",
-    "eval_share",
+    "planned", "landed", "reached", "mean_s", "landed_s", "estimate_s", "eval_share",
 ]  # fmt: skip
-"""Columns of `study_cost`."""
+"""Columns of `study_cost` after its grouping columns."""
 
 
 def study_cost(
-    runs: pd.DataFrame, planned: pd.DataFrame | None = None, prior: pd.DataFrame | None = None
+    runs: pd.DataFrame,
+    planned: pd.DataFrame | None = None,
+    prior: pd.DataFrame | None = None,
+    by: tuple[str, ...] = PART,
 ) -> pd.DataFrame:
-    """What a study's runs cost, per study and workload, and an estimate of the whole.
+    """What a study's runs cost, per part, and an estimate of the whole.
 
     Args:
         runs: The runs table of the records that have landed.
-        planned: Optional ``study, workload, planned`` rows: how many runs the config plans
-            (``experiments.study.plan``). Default None: the landed runs are the plan.
+        planned: Optional rows ``study, record`` plus the ``by`` columns: every run the config
+            plans (``experiments.study.plan``), landed or not. Default None: the landed runs
+            are the plan.
         prior: Optional runs table of another study (e.g. the default study's) whose mean
             seconds per run of a workload stand in where nothing of it has landed yet.
+        by: The grouping columns. Default `PART`; `CONDITION` gives one row per condition.
 
     Returns:
-        One row per study and workload (`COST_COLUMNS`): ``landed`` runs and how many
+        One row per group (``by``, then `COST_COLUMNS`): ``landed`` runs and how many
         ``reached`` the target, ``mean_s`` (mean seconds per run: the record's
         ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
-        sum), ``estimate_s`` (``mean_s`` x ``planned``: the whole part on one core; a part
-        with nothing landed takes its workload's mean in other parts, else in ``prior``, else
-        the overall mean) and
-        ``eval_share`` (evaluation seconds over training seconds).
+        sum), ``estimate_s`` (``mean_s`` x ``planned``: the whole group on one core; a group
+        with nothing landed takes its workload's mean in other groups, else in ``prior``,
+        else the overall mean) and ``eval_share`` (evaluation over training seconds).
     """
-    require_columns(
-        runs, ["study", "workload", "reached", "total_s", "eval_s", "final_wall_s"], "runs"
-    )
-    grouped = runs.groupby(["study", "workload"], sort=True)
-    cost = grouped.agg(
-        landed=("reached", "size"),
-        reached=("reached", "sum"),
-        mean_s=("total_s", "mean"),
-        landed_s=("total_s", "sum"),
-        eval_total=("eval_s", "sum"),
-        train_total=("final_wall_s", "sum"),
-    ).reset_index()
-    cost["eval_share"] = cost.pop("eval_total") / cost.pop("train_total")
+    measured = ["study", "record", "workload", "reached", "total_s", "eval_s", "final_wall_s"]
+    require_columns(runs, measured, "runs")
     if planned is None:
-        cost["planned"] = cost["landed"]
-    else:
-        cost = planned.merge(cost, on=["study", "workload"], how="left")
-        cost["landed"] = cost["landed"].fillna(0).astype(int)
-        cost["reached"] = cost["reached"].fillna(0).astype(int)
-        # a part with nothing landed yet: its workload's mean in other studies, else in the
-        # prior's runs, else the overall mean
-        for source in (runs, prior):
-            if source is not None:
-                by_workload = source.drop_duplicates("record").groupby("workload")["total_s"]
-                cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload.mean()))
-        cost["mean_s"] = cost["mean_s"].fillna(runs["total_s"].mean())
+        planned = runs[["study", "record", *[c for c in by if c not in ("study", "record")]]]
+    table = planned.merge(runs[measured], on=["study", "record"], how="left", suffixes=("", "_run"))
+    landed = table["total_s"].notna()
+    grouped = table.assign(landed=landed, reached=table["reached"].fillna(False).astype(bool))
+    cost = (
+        grouped.groupby(list(by), sort=False, dropna=False)
+        .agg(
+            planned=("record", "size"),
+            landed=("landed", "sum"),
+            reached=("reached", "sum"),
+            mean_s=("total_s", "mean"),
+            landed_s=("total_s", "sum"),
+            eval_total=("eval_s", "sum"),
+            train_total=("final_wall_s", "sum"),
+        )
+        .reset_index()
+    )
+    cost["eval_share"] = cost.pop("eval_total") / cost.pop("train_total").replace(0, float("nan"))
+    # a group with nothing landed yet: its workload's mean elsewhere, else in the prior's
+    # runs, else the overall mean
+    for source in (runs, prior):
+        if source is not None and len(source):
+            by_workload = source.drop_duplicates("record").groupby("workload")["total_s"].mean()
+            cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload))
+    cost["mean_s"] = cost["mean_s"].fillna(runs["total_s"].mean())
     cost["estimate_s"] = cost["mean_s"] * cost["planned"]
-    return cost[COST_COLUMNS]
+    return cost[[*by, *COST_COLUMNS]]

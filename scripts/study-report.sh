@@ -4,7 +4,7 @@
 # is still running, e.g. the protocol study:
 #   scripts/study-report.sh config/protocol.yaml
 # Writes, under the config's out_dir: landed.json, runs.csv, eval_curves.csv, summary.csv,
-# claims.csv + claims.md, cost.md; and every figure of its studies under its figures_dir.
+# claims.csv + claims.md, cost.md (per study and workload), cost_conditions.md; and every figure of its studies under its figures_dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -30,8 +30,10 @@ mkdir -p "$out" "$figures"
     --out "$out/claims.csv" >/dev/null
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
-"$py" -m analysis cost --runs "$out/runs.csv" --configfile "${configs[@]}" "${prior[@]}" \
-    >"$out/cost.md"
+for by in part condition; do
+    "$py" -m analysis cost --runs "$out/runs.csv" --configfile "${configs[@]}" "${prior[@]}" \
+        --by "$by" >"$out/cost$([[ $by == part ]] || echo _conditions).md"
+done
 mapfile -t names < <("$py" - "$out/landed.json" <<'PY'
 import json, sys
 from analysis.figures import get, names

@@ -229,22 +229,28 @@ def test_the_claims_command_writes_the_table_and_its_markdown(tmp_path, capsys):
 
 
 def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
-    from analysis.protocol import study_cost
+    from analysis.protocol import CONDITION, study_cost
 
     runs = searched_runs(tmp_path, {("none", 1.0): [[1000, None]]})
+    landed = runs[["study", "record", "workload", "echo_point", "echo_factor"]].to_dict("records")
     planned = pd.DataFrame(
-        [
-            {"study": "insertion", "workload": "cifar10_resnet", "planned": 10},
-            {"study": "insertion", "workload": "lm1b_transformer", "planned": 4},
-        ]
-    )
+        landed
+        + [{"study": "insertion", "record": f"c{i}", "workload": "cifar10_resnet",
+            "echo_point": "after_batch", "echo_factor": 2.0} for i in range(8)]
+        + [{"study": "insertion", "record": f"l{i}", "workload": "lm1b_transformer",
+            "echo_point": "none", "echo_factor": 1.0} for i in range(4)]
+    ).assign(shuffle_buffer=0, batch_size="default")  # fmt: skip
     cost = study_cost(runs, planned).set_index("workload")
+    assert cost.loc["cifar10_resnet", "planned"] == 10
     assert cost.loc["cifar10_resnet", "landed"] == 2 and cost.loc["cifar10_resnet", "reached"] == 1
     assert cost.loc["cifar10_resnet", "mean_s"] == pytest.approx(10.0)  # make_record's total_s
     assert cost.loc["cifar10_resnet", "estimate_s"] == pytest.approx(100.0)
     assert cost.loc["lm1b_transformer", "landed"] == 0  # nothing landed: the overall mean
     assert cost.loc["lm1b_transformer", "estimate_s"] == pytest.approx(40.0)
     assert cost.loc["cifar10_resnet", "eval_share"] > 0
+    by_condition = study_cost(runs, planned, by=CONDITION)
+    assert len(by_condition) == 3  # the landed baseline, planned batch echoing, lm1b
+    assert by_condition["planned"].tolist() == [2, 8, 4]
 
 
 def test_a_search_still_training_is_left_out_of_the_claims(tmp_path):
