@@ -184,7 +184,7 @@ class Run:
             evaluations += 1
             if target.reached(metrics):
                 high = middle
-                found = {**{k: kept[k] for k in ("fresh_examples", "steps", "wall_s")}}
+                found = {k: kept[k] for k in ("fresh_examples", "steps", "wall_s")}
                 found["metric"] = metrics[target.metric]
             else:
                 low = middle + 1
@@ -263,7 +263,8 @@ class Run:
                 if fresh >= min(next_eval, self.max_fresh):
                     # A non-finite training loss ends the run: it diverged (a result; the
                     # model is not evaluated, so the record holds no NaN).
-                    self.diverged = not bool(torch.isfinite(self.last_loss).all())
+                    loss = self.last_loss
+                    self.diverged = loss is not None and not bool(torch.isfinite(loss).all())
                     if self.diverged:
                         break
                     row = self.evaluate()

@@ -56,6 +56,9 @@ baseline; the echo settings; the budget (evaluation interval and cap); the hyper
 the search trial (repetition and trial of a tuned search, `experiments.search`); the seed. A
 configuration is every field but the search trial and the seed."""
 
+REVISION = "workload_revision"
+"""The record field naming the workload's code revision (absent: revision 1)."""
+
 CONSUMER_ECHO_POINTS: tuple[str, ...] = ("none", "after_batch")
 """A consumer of a shared loader receives augmented batches: only batch echoing is left."""
 
@@ -89,6 +92,8 @@ class Defaults(NamedTuple):
         reference_fresh: The unit of ``budget_cap`` and ``resolution`` (about the baseline's
             fresh examples to target; None: not measured at this scale).
         search_space: The workload's `experiments.search.SearchSpace` (None: none declared).
+        revision: The workload's code revision (`experiments.workload.Workload.revision`):
+            records of another revision are stale.
     """
 
     hparams: Mapping[str, Any]
@@ -96,6 +101,7 @@ class Defaults(NamedTuple):
     eval_every_fresh: int
     reference_fresh: int | None = None
     search_space: Any = None
+    revision: int = 1
 
 
 def parse_number(kind: type, low: float, *, strict: bool = False) -> Callable[[str], Any]:
@@ -579,6 +585,8 @@ class RunSpec(_Options):
             value = resolved.get(f.name, getattr(self, f.name))
             if value != f.metadata["omit"]:
                 _put(identity, f.metadata["record"], value)
+        if defaults.revision != 1:  # revision 1 is left out: records from before it existed
+            identity[REVISION] = defaults.revision
         return identity
 
     def _reference(self, defaults: Defaults, name: str) -> int:
@@ -640,6 +648,8 @@ class RunSpec(_Options):
             value = _get(record, f.metadata["record"], f.metadata["omit"])
             if value != f.metadata["omit"]:
                 _put(identity, f.metadata["record"], value)
+        if REVISION in record:
+            identity[REVISION] = record[REVISION]
         return identity
 
     def mismatches(self, record: Mapping[str, Any], defaults: Defaults) -> list[str]:
@@ -668,6 +678,11 @@ class RunSpec(_Options):
                         )
             elif asked != got:
                 found.append(f"{f.name}: record has {got!r}, config asks for {asked!r}")
+        if record.get(REVISION, 1) != defaults.revision:
+            found.append(
+                f"{REVISION}: record has {record.get(REVISION, 1)}, {self.workload!r} is at "
+                f"revision {defaults.revision} (its code changed what a run trains since)"
+            )
         carried, computed = record.get("config_hash"), identity_hash(self.recorded(record))
         if not found and carried != computed:
             found.append(f"config_hash: record has {carried!r}, its fields hash to {computed!r}")

@@ -57,6 +57,11 @@ def _check_declarations(name: str, cls: type[Workload]) -> None:
             raise ValueError(
                 f"workload {name!r}: default_hparams[{scale!r}] lacks {sorted(missing)}"
             )
+        revision = cls.revision
+        if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+            raise ValueError(
+                f"workload {name!r}: revision must be an integer >= 1, got {revision!r}"
+            )
         try:
             if scale in cls.search_spaces:
                 cls.search_spaces[scale].check_default(cls.default_hparams[scale])
@@ -166,6 +171,7 @@ def defaults(name: str, scale: str) -> Defaults:
         budget.eval_every_fresh,
         budget.reference_fresh,
         cls.search_spaces.get(scale),
+        cls.revision,
     )
 
 

@@ -123,6 +123,10 @@ class Workload:
             parameter where the workload has one); the scale's defaults lie inside it. Optional:
             a scale without one cannot run search trials.
         description: One line, shown by ``python -m experiments.check``.
+        revision: The workload's code revision, default 1. Raise it with a change to the
+            code that changes what a run trains (data, model, augmentation, loss, evaluation):
+            records of another revision are then refused as stale, so the workflow retrains
+            them, instead of being silently reused.
 
     The learning rate follows `Workload.schedule`, which the harness steps once after each
     optimizer step; by default it is built from the hyper-parameters ``schedule`` (one of
@@ -146,6 +150,7 @@ class Workload:
     default_hparams: ClassVar[dict[str, dict[str, Any]]] = {}
     budgets: ClassVar[dict[str, Budget]] = {}
     search_spaces: ClassVar[dict[str, SearchSpace]] = {}
+    revision: ClassVar[int] = 1
 
     def __init__(
         self,

@@ -468,3 +468,25 @@ def test_paths_in_a_fresh_process(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == plan(load_config(config)).studies["echo_factor"]
+
+
+def test_a_record_of_an_older_workload_revision_is_refused(monkeypatch):
+    spec = RunSpec(workload=WORKLOAD, echo_point="after_batch", echo_factor=2.0)
+    old = record_for(spec)  # revision 1: no field in the record
+    assert "workload_revision" not in old
+    monkeypatch.setattr(registry.get(WORKLOAD), "revision", 2)
+    defaults = registry.defaults(WORKLOAD, "cpu")
+    found = spec.mismatches(old, defaults)
+    assert found and found[0].startswith("workload_revision: record has 1")
+    new = record_for(spec)
+    assert new["workload_revision"] == 2 and new["config_hash"] != old["config_hash"]
+    assert spec.mismatches(new, defaults) == []
+
+
+def test_a_workload_revision_must_be_a_positive_integer(monkeypatch):
+    from experiments.registry import _check_declarations
+
+    cls = registry.get(WORKLOAD)
+    monkeypatch.setattr(cls, "revision", 0)
+    with pytest.raises(ValueError, match="revision must be an integer >= 1, got 0"):
+        _check_declarations(WORKLOAD, cls)
