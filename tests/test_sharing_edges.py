@@ -44,8 +44,8 @@ def test_the_wait_for_the_welcome_honours_timeout_s():
     assert epochs == [list(range(64))]
 
 
-def _join_late(endpoint, outcome, late_join, after_s):
-    time.sleep(after_s)
+def _join_late(endpoint, outcome, late_join, served):
+    served.wait(30)  # the producer has handed on a few batches: this join is late
     try:
         consumer = Consumer(endpoint, late_join=late_join)
         ids = [i for batch in consumer for i in batch["id"].tolist()]
@@ -54,13 +54,31 @@ def _join_late(endpoint, outcome, late_join, after_s):
         outcome.put((late_join, f"LateJoinError: {error}"))
 
 
+class _Signalling:
+    """A source that sets ``served`` when it yields batch ``after`` (a point the producer has
+    certainly passed, however loaded the machine, when a joiner waits for it)."""
+
+    def __init__(self, source, served, after):
+        self.source, self.served, self.after = source, served, after
+
+    def __len__(self):
+        return len(self.source)
+
+    def __iter__(self):
+        for index, batch in enumerate(self.source):
+            if index == self.after:
+                self.served.set()
+            yield batch
+
+
 def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
-    outcome, results = FORK.Queue(), FORK.Queue()
-    source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s
+    outcome, results, served = FORK.Queue(), FORK.Queue(), FORK.Event()
+    # 20 batches, about 1 s: the late joiners connect after batch 3, well before the end
+    source = _Signalling(id_batches(320, 16, delay_s=0.05), served, after=3)
     with no_shm_left(), Producer(source, epochs=1, replay_batches=0) as producer:
         start(consume, producer.endpoint, results, 1, None, "early")
         for late_join in ("auto", "next_epoch"):
-            start(_join_late, producer.endpoint, outcome, late_join, 0.15)
+            start(_join_late, producer.endpoint, outcome, late_join, served)
         producer.serve()
         outcomes = dict(outcome.get(timeout=30) for _ in range(2))
         (_, _, epochs, _) = results.get(timeout=30)
