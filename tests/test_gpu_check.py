@@ -38,7 +38,9 @@ def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
     assert [(r["step"], r["status"]) for r in rows(tmp_path / "steps.csv")] == [
         (step, "0") for step in STEPS
     ]
-    planned = re.search(r"(\d+) training jobs, (\d+) with gpu=1, (\d+) on cuda", log)
+    planned = re.search(
+        r"(\d+) training jobs \(every 50th of \d+\), (\d+) with gpu=1, (\d+) on cuda", log
+    )
     assert planned and int(planned[1]) > 0 and len(set(planned.groups())) == 1
 
     suite = ElementTree.parse(tmp_path / "gpu-tests.xml").getroot().find("testsuite")
