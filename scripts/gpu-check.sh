@@ -151,13 +151,14 @@ mapfile -t gpu_tests < <(grep -l "pytest.mark.gpu" tests/test_*.py)
 step tests 120 "$python" -m pytest -p no:cacheprovider -m gpu -ra --timeout 45 \
     --junitxml "$out/gpu-tests.xml" "${gpu_tests[@]}"
 if [ "$dry" = 1 ]; then
-    step sharing 90 "$python" -m benchmarks.gpu_sharing --device cpu --out "$out/gpu_sharing.csv" \
+    # Limits twice what these tiny sizes take here alone: they catch a hang, not a slow machine.
+    step sharing 180 "$python" -m benchmarks.gpu_sharing --device cpu --out "$out/gpu_sharing.csv" \
         --trainers 1 2 --workers 1 --arch resnet18 --batch-size 4 --image-size 32 --images 16 \
         --warmup 1 --steps 6 --trial-timeout 60
-    step echo 60 "$python" -m benchmarks.gpu_echo --device cpu --out "$out/gpu_echo.csv" \
+    step echo 120 "$python" -m benchmarks.gpu_echo --device cpu --out "$out/gpu_echo.csv" \
         --arch resnet18 --batch-size 4 --image-size 32 --workers 1 --images 16 --steps 2 \
         --rounds 1 --threads 1
-    step paper 90 "$python" -m benchmarks.paper_smoke --device cpu --out "$out/paper_smoke.csv" \
+    step paper 180 "$python" -m benchmarks.paper_smoke --device cpu --out "$out/paper_smoke.csv" \
         --threads 1 --num-workers 0 --batch-size 2 --steps 1 --examples 0.005 \
         --hparams '{"imagenet_resnet": {"image_size": 32},
                    "lm1b_transformer": {"vocab_size": 512, "eval_windows": 8},
