@@ -177,9 +177,7 @@ class _Runs:
         self.study = study
         rows = runs[runs["study"] == study]
         self.tuned = bool(len(rows)) and rows["trial"].notna().any()
-        self.rows = best_of_searches(rows) if len(rows) else rows
-        if self.tuned:  # a search still training is not a search yet
-            self.rows = self.rows[self.rows["trials"] == rows["trial"].max() + 1]
+        self.rows = best_of_searches(rows) if len(rows) else rows  # complete searches only
 
     def select(self, workload: str, **fields: object) -> pd.DataFrame:
         rows = self.rows[self.rows["workload"] == workload]

@@ -62,9 +62,11 @@ def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:
             hyper-parameters, one run per seed) pass through unchanged.
 
     Returns:
-        The untuned rows, then one row per (condition, repetition): the trial that reached the
-        target with the fewest fresh examples (ties: fewest steps), or, when none did, the
-        search's first trial (``reached`` false). Its ``seed`` is the repetition, its
+        The untuned rows, then one row per (condition, repetition) whose trials have all
+        landed (as many as the most any search of its study and workload has; a search still
+        training is left out): the trial that reached the target with the fewest fresh
+        examples (ties: fewest steps), or, when none did, the search's first trial
+        (``reached`` false). Its ``seed`` is the repetition, its
         ``hparams`` `SEARCHED` (``best_hparams`` keeps the winner's), ``lr`` the winner's;
         ``trials`` and ``trials_reached`` count the search's trials.
 
@@ -85,6 +87,11 @@ def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:
     best = best.merge(
         counts.reset_index(), on=[*CONDITION_KEY, "repetition"], how="left", validate="1:1"
     )
+    # A search still training (fewer trials than the most its study gives the workload) is
+    # not a search yet: its best so far would be biased upwards.
+    planned = tuned.groupby(["study", "workload"])["trial"].max().rename("_planned") + 1
+    best = best.join(planned, on=["study", "workload"])
+    best = best[best["trials"] == best.pop("_planned")]
     best["best_hparams"] = best["hparams"]
     best["hparams"] = SEARCHED
     best["seed"] = best["repetition"].astype(int)
