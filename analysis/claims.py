@@ -33,6 +33,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -173,6 +174,10 @@ def _fmt(values: np.ndarray, scale: float = 1.0) -> str:
 class _Runs:
     """The runs of one study, each search reduced to its best trial."""
 
+    planned: ClassVar[dict[str, list[str]]] = {}
+    """Study -> the workloads its config plans (`claims_table`'s ``planned``): one missing
+    from the records is a part without data, not a part left out."""
+
     def __init__(self, runs: pd.DataFrame, study: str):
         self.study = study
         rows = runs[runs["study"] == study]
@@ -197,7 +202,8 @@ class _Runs:
         return float(refine.max()) if len(refine) else float(rows["eval_every_fresh"].max())
 
     def workloads(self) -> list[str]:
-        return sorted(self.rows["workload"].unique()) if len(self.rows) else []
+        landed = set(self.rows["workload"].unique()) if len(self.rows) else set()
+        return sorted(landed | set(_Runs.planned.get(self.study, []) if landed else []))
 
     @property
     def rule(self) -> str:
@@ -483,7 +489,11 @@ def _paper(reference: pd.DataFrame | None, claim: Claim) -> str:
     return " ".join(parts)
 
 
-def claims_table(runs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+def claims_table(
+    runs: pd.DataFrame,
+    reference: pd.DataFrame | None = None,
+    planned: dict[str, list[str]] | None = None,
+) -> pd.DataFrame:
     """Decide every claim of `CLAIMS` from the runs table.
 
     Args:
@@ -493,11 +503,15 @@ def claims_table(runs: pd.DataFrame, reference: pd.DataFrame | None = None) -> p
         reference: The papers' table (``analysis.reference.load_reference``): the ``note`` of
             the row whose ``quantity`` is the claim's name is the ``paper`` column. Default
             None.
+        planned: Study -> the workloads its config plans. A planned workload without
+            complete searches yet is a part of the claim without data (so "every workload"
+            is not decided on the ones landed so far). Default None: the records' workloads.
 
     Returns:
         One row per claim with the columns `CLAIM_COLUMNS`.
     """
     rows = []
+    _Runs.planned = dict(planned or {})
     for claim in CLAIMS:
         verdicts, parts, rule = claim.decide(runs)
         rows.append(

@@ -154,6 +154,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     claims.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     claims.add_argument("--reference", help="the papers' values (papers.csv); default: none")
     claims.add_argument(
+        "--configfile",
+        nargs="+",
+        help="the study's config: a planned workload not landed yet counts as a part without data",
+    )
+    claims.add_argument(
         "--out", required=True, help="claims CSV to write; the markdown table goes beside it (.md)"
     )
 
@@ -266,7 +271,18 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         reference = load_reference(_existing(parser, "--reference", args.reference))
     if not args.out.lower().endswith(".csv"):
         parser.error(f"--out must end in .csv, got {args.out!r}")
-    table = claims_table(runs, reference)
+    planned = None
+    if args.configfile:
+        from experiments.study import load_config, plan
+
+        studies = plan(
+            load_config(*[_existing(parser, "--configfile", f) for f in args.configfile])
+        )
+        planned = {
+            name: sorted({studies.runs[path].spec.workload for path in paths})
+            for name, paths in studies.studies.items()
+        }
+    table = claims_table(runs, reference, planned)
     text = markdown(table)
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     notes = Path(args.out).with_suffix(".md")

@@ -27,7 +27,7 @@ mkdir -p "$out" "$figures"
     --curves-out "$out/eval_curves.csv"
 "$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
 "$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" \
-    --out "$out/claims.csv" >/dev/null
+    --configfile "${configs[@]}" --out "$out/claims.csv" >/dev/null
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
 for by in part condition; do

@@ -280,3 +280,14 @@ def test_readme_shows_the_committed_generated_tables_as_the_code_wrote_them():
     assert {"results/claims.md", "results/protocol/claims.md"} <= {b[1] for b in blocks}
     for _, name, text, _ in blocks:
         assert text == (root / name).read_text(), f"README's {name} block is not the file"
+
+
+def test_a_planned_workload_without_searches_keeps_every_workload_undecided(tmp_path):
+    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
+    runs = _insertion(tmp_path, echo)
+    planned = {"insertion": ["cifar10_resnet", "coco_ssd"]}
+    row = claims_table(runs, planned=planned).set_index("claim").loc["claim_fewer_fresh_at_e2"]
+    assert row["verdict"] == NOT_RESOLVED and "coco_ssd" in row["ours"]
+    assert claims_table(runs).set_index("claim").loc["claim_fewer_fresh_at_e2", "verdict"] == (
+        REPRODUCED
+    )
