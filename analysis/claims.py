@@ -33,7 +33,6 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -171,15 +170,18 @@ def _fmt(values: np.ndarray, scale: float = 1.0) -> str:
     return f"{median:.2f} ({values.min():.2f}-{values.max():.2f})"
 
 
+Planned = dict[str, list[str]]
+"""Study -> the workloads its config plans (`claims_table`'s ``planned``)."""
+
+
 class _Runs:
     """The runs of one study, each search reduced to its best trial."""
 
-    planned: ClassVar[dict[str, list[str]]] = {}
-    """Study -> the workloads its config plans (`claims_table`'s ``planned``): one missing
-    from the records is a part without data, not a part left out."""
-
-    def __init__(self, runs: pd.DataFrame, study: str):
+    def __init__(self, runs: pd.DataFrame, study: str, planned: Planned):
         self.study = study
+        # the workloads the config plans: one missing from the records is a part without
+        # data, not a part left out
+        self.planned = planned.get(study, [])
         rows = runs[runs["study"] == study]
         self.tuned = bool(len(rows)) and rows["trial"].notna().any()
         self.rows = best_of_searches(rows) if len(rows) else rows  # complete searches only
@@ -203,7 +205,7 @@ class _Runs:
 
     def workloads(self) -> list[str]:
         landed = set(self.rows["workload"].unique()) if len(self.rows) else set()
-        return sorted(landed | set(_Runs.planned.get(self.study, []) if landed else []))
+        return sorted(landed | set(self.planned if landed else []))
 
     @property
     def rule(self) -> str:
@@ -236,8 +238,8 @@ def _baseline(study: _Runs, workload: str, batch_size: object = None) -> pd.Data
     return rows if batch_size is None else rows[rows["batch_size"] == batch_size]
 
 
-def _fewer_at_e2(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "insertion")
+def _fewer_at_e2(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "insertion", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         base = _baseline(study, workload)
@@ -250,10 +252,10 @@ def _fewer_at_e2(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, study.rule
 
 
-def _never_below(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
+def _never_below(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
     verdicts, parts, seen = [], [], set()
     for name in ("insertion", "echo_factor"):
-        study = _Runs(runs, name)
+        study = _Runs(runs, name, planned)
         for workload in study.workloads():
             base = _baseline(study, workload)
             b = study.fresh(base)
@@ -276,11 +278,11 @@ def _never_below(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
                 verdicts.append(verdict)
     if verdicts and all(v == REPRODUCED for v in verdicts):
         parts.append(f"all {len(verdicts)} tuned conditions at or above 1/e within resolution")
-    return verdicts, parts, _Runs(runs, "insertion").rule
+    return verdicts, parts, _Runs(runs, "insertion", planned).rule
 
 
-def _insertion_order(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "insertion")
+def _insertion_order(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "insertion", planned)
     verdicts, parts = [], []
     order = ["before_augment", "after_augment", "after_batch"]
     for workload in study.workloads():
@@ -301,8 +303,8 @@ def _insertion_order(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, study.rule
 
 
-def _shuffle_buffer(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "shuffle_buffer")
+def _shuffle_buffer(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "shuffle_buffer", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         for point in ("after_augment", "after_batch"):
@@ -321,8 +323,8 @@ def _shuffle_buffer(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, study.rule
 
 
-def _factor_peak(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "echo_factor")
+def _factor_peak(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "echo_factor", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         base = _baseline(study, workload)
@@ -345,8 +347,8 @@ def _factor_peak(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, study.rule
 
 
-def _batch_size(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "batch_size")
+def _batch_size(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "batch_size", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         rows = study.select(workload, echo_point="after_batch")
@@ -367,8 +369,8 @@ def _batch_size(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, study.rule
 
 
-def _no_harm(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "no_harm")
+def _no_harm(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "no_harm", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         base = _baseline(study, workload)
@@ -390,8 +392,8 @@ def _no_harm(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
     return verdicts, parts, "bootstrap over seeds (difference, tolerance 1% of the target)"
 
 
-def _wall_time(runs: pd.DataFrame) -> tuple[list[str], list[str], str]:
-    study = _Runs(runs, "wall_time")
+def _wall_time(runs: pd.DataFrame, planned: Planned) -> tuple[list[str], list[str], str]:
+    study = _Runs(runs, "wall_time", planned)
     verdicts, parts = [], []
     for workload in study.workloads():
         baseline = _baseline(study, workload)
@@ -418,7 +420,7 @@ class Claim:
 
     name: str
     statement: str
-    decide: Callable[[pd.DataFrame], tuple[list[str], list[str], str]]
+    decide: Callable[[pd.DataFrame, Planned], tuple[list[str], list[str], str]]
     also: tuple[str, ...] = ()
     """Other rows of the reference table (by ``quantity``) quoted beside the claim."""
 
@@ -492,7 +494,7 @@ def _paper(reference: pd.DataFrame | None, claim: Claim) -> str:
 def claims_table(
     runs: pd.DataFrame,
     reference: pd.DataFrame | None = None,
-    planned: dict[str, list[str]] | None = None,
+    planned: Planned | None = None,
 ) -> pd.DataFrame:
     """Decide every claim of `CLAIMS` from the runs table.
 
@@ -511,9 +513,8 @@ def claims_table(
         One row per claim with the columns `CLAIM_COLUMNS`.
     """
     rows = []
-    _Runs.planned = dict(planned or {})
     for claim in CLAIMS:
-        verdicts, parts, rule = claim.decide(runs)
+        verdicts, parts, rule = claim.decide(runs, planned or {})
         rows.append(
             {
                 "claim": claim.name,
