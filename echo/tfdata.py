@@ -20,6 +20,7 @@ __all__ = ["EchoCounter", "echo"]
 _UNIFORM_BITS = 31
 _CHUNK_BYTES = 1 << 20
 _MAX_CHUNK = 256
+_PARALLEL = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
 
 
 class EchoCounter:
@@ -99,14 +100,18 @@ def _repeat_in_chunks(
 ) -> tf.data.Dataset:
     """The echo as ``batch -> tf.repeat -> unbatch``: the same output as one ``flat_map`` per
     element (copies adjacent, in order), without tf.data's per-element dataset overhead. A
-    counter is updated once per chunk, when the chunk is expanded."""
+    counter is updated once per chunk, when the chunk is expanded.
+
+    The expansion is an explicitly parallel, deterministic ``map``: tf.data parallelizes a
+    stateless one by itself, but not one that updates a counter's variables (atomic adds,
+    so chunks may be counted in any order)."""
     if not extra:
 
         def expand(*element: Any) -> Any:
             element = element[0] if len(element) == 1 else element
             return _repeated(element, tf.constant(whole, tf.int64), counter)
 
-        return dataset.batch(chunk).map(expand).unbatch()
+        return dataset.batch(chunk).map(expand, **_PARALLEL).unbatch()
     draws = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     threshold = tf.constant(int(extra * 2**_UNIFORM_BITS), tf.int64)
 
@@ -115,7 +120,8 @@ def _repeat_in_chunks(
         copies = whole + tf.cast(uniform < threshold, tf.int64)
         return _repeated(element, copies, counter)
 
-    return tf.data.Dataset.zip((dataset, draws)).batch(chunk).map(expand_drawn).unbatch()
+    chunks = tf.data.Dataset.zip((dataset, draws)).batch(chunk)
+    return chunks.map(expand_drawn, **_PARALLEL).unbatch()
 
 
 def echo(
@@ -143,10 +149,12 @@ def echo(
     Fixed-shape elements are echoed a chunk at a time (``batch`` -> ``tf.repeat`` ->
     ``unbatch``, up to ~1 MiB of elements): the same output order as the per-element
     ``flat_map``, which variable-shape elements still use, at a fraction of its cost; the
-    stage then reads up to one chunk ahead of what it emits. A counter on that path is
+    stage then reads ahead of what it emits by the chunks its parallel expansion holds (a
+    few, sized by tf.data's autotuning). A counter on that path is
     updated once per chunk: ``fresh`` counts the elements read into expanded chunks and
-    ``emitted`` their copies, so both may run up to one chunk ahead of what has left the
-    stage (and ``emitted`` includes copies waiting in the shuffle buffer). On the
+    ``emitted`` their copies, so both may run ahead of what has left the stage by those
+    chunks, as any ``prefetch`` downstream runs them ahead (``emitted`` also includes copies
+    waiting in the shuffle buffer). On the
     per-element path the counts are exact per element, as a stateful ``map`` on each side.
 
     The output's cardinality is asserted when it is known (a finite input and an integer
