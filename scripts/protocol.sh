@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Train the protocol study (config/protocol.yaml) in a fixed order of parts, the claims the
-# data-echoing paper is known for first, then everything else (tables and figures included).
+# data-echoing paper is known for first (the insertion study on every workload, which
+# decides "fewer fresh examples at e = 2 on every workload", before the e = 16 sweeps), then
+# everything else (tables and figures included).
 # Resumable: records are atomic and never recomputed, so run it again after a stop.
 #   nohup scripts/protocol.sh > results/protocol/logs/driver.log 2>&1 &
 # Extra arguments go to every snakemake call (e.g. --cores 4, or --profile for SLURM).
@@ -35,10 +37,10 @@ order=(
     "insertion cifar10_resnet"
     "echo_factor imagenet_resnet 4 8"
     "echo_factor cifar10_resnet 4 8"
+    "insertion coco_ssd"
     "echo_factor lm1b_transformer 16"
     "echo_factor imagenet_resnet 16"
     "echo_factor cifar10_resnet 16"
-    "insertion coco_ssd"
 )
 for entry in "${order[@]}"; do
     # shellcheck disable=SC2086
