@@ -6,7 +6,9 @@ list (the cheapest possible) and a map-style Dataset of preloaded tensors; tf.da
 ``Dataset.range``, counted in batches inside TensorFlow. In tf.data, ``echo(1)`` without a
 counter returns the dataset itself (no stage, nothing to time); ``echo_e1_counted`` is what
 asking for counts costs. The figure of merit is the
-time ratio of ``Echo(factor=1)`` to the bare source (goal: <= 1.02).
+time ratio of ``Echo(factor=1)`` to the bare source (goal: <= 1.02). ``bare_again`` is an A/A
+control: the bare case timed a second time as if it were another stage, so its ratio (ideally
+1) shows how far this machine's noise alone moves a ratio in one run.
 
     python -m benchmarks.echo_overhead --out benchmarks/results/echo_overhead.csv
 """
@@ -60,6 +62,7 @@ def torch_cases(n: int) -> dict[tuple[str, str], Callable[[], int]]:
     cases = {}
     for name, source in sources.items():
         cases[(name, "bare")] = bare(source)
+        cases[(name, "bare_again")] = bare(source)  # the A/A control
         for factor in FACTORS:
             # Built once: each round is one epoch of it. In source order, like the bare case
             # (the default per-epoch permutation would time the permutation, not the stage).
