@@ -21,9 +21,12 @@ Workloads: ``images``: 64x3x224x224 uint8 batches from a cheap in-memory source 
 moving 9.6 MB per batch); ``cpu``: 64x3x32x32 float32 batches with about 2 ms of CPU work per
 sample (the cost is preparing data). Each consumer reads ``--batches`` batches (tensorsocket:
 ``--ts-batches``, it is slow) and reads one value per 4 KiB page of each, so every page is
-mapped in; the step does no training, so the numbers are loader throughput. CPU seconds
-are those of every process of a trial (consumers, producer, all loader workers), sampled
-from /proc.
+mapped in (``--no-touch``: it reads nothing, so a trial measures delivery alone); the step
+does no training, so the numbers are loader throughput. CPU seconds are those of every
+process of a trial (consumers, producer, all loader workers), sampled from /proc, and also
+split by role, in ms per batch received: the consumers' processes, their own loaders'
+workers (``own``), the producer's process (a server's, for tf.data service) and its loader's
+workers.
 
     python -m benchmarks.sharing --out benchmarks/results/shared_loading.csv
 """
@@ -47,6 +50,8 @@ from benchmarks.common import finish_trial, machine_note, print_table, write_csv
 from experiments.procstat import TreeCpu
 
 FORK = mp.get_context("fork")
+ROLES = ("consumers", "consumer_loaders", "producer", "producer_loaders")
+TOUCH = True  # consumers read one value per page (main() sets it; trials are forked)
 MODES = ("own", "shared", "shared_recut", "tensorsocket", "tfdata_service")
 BATCH = 64
 
@@ -100,19 +105,21 @@ def make_loader(dataset: Dataset, workers: int) -> DataLoader:
 
 
 def _measure(batches, count: int, report, name: str, per_batch: float = 1.0) -> None:
-    """Consume ``count`` batches, touching each; report (name, received, seconds,
-    ``per_batch``: how many ``BATCH``-example batches one of these counts as)."""
+    """Consume ``count`` batches, touching each (unless not `TOUCH`); report (name, received,
+    seconds, ``per_batch``: how many ``BATCH``-example batches one of these counts as, pid)."""
     first = last = None
     received = 0
     for batch in batches:
         images = batch[0] if isinstance(batch, (tuple, list)) else batch
-        images.reshape(-1)[::4096].sum().item()  # read one value per 4 KiB page
+        if TOUCH:
+            images.reshape(-1)[::4096].sum().item()  # read one value per 4 KiB page
         last = time.perf_counter()
         first = first or last
         received += 1
         if received == count:
             break
-    report.put((name, received, (last - first) if received > 1 else float("nan"), per_batch))
+    seconds = (last - first) if received > 1 else float("nan")
+    report.put((name, received, seconds, per_batch, os.getpid()))
 
 
 # ---------------------------------------------------------------- one process per role
@@ -291,6 +298,23 @@ def _kill_leftovers(pids: list[int]) -> None:
             continue
 
 
+def cpu_by_role(tree: TreeCpu, consumer_pids: set[int]) -> dict[str, float]:
+    """CPU seconds of a trial's processes by `ROLES`: a child of the trial process is a
+    consumer (it reported a result) or the producer (any other); their descendants are their
+    loaders. The trial's own coordinating process counts in the total only."""
+    seconds = dict.fromkeys(ROLES, 0.0)
+    for pid, cpu in tree.cpu.items():
+        top = tree.top_ancestor(pid)
+        if top == tree.root:
+            continue
+        if top in consumer_pids:
+            role = "consumers" if pid == top else "consumer_loaders"
+        else:
+            role = "producer" if pid == top else "producer_loaders"
+        seconds[role] += cpu
+    return seconds
+
+
 def run_trial(mode, workload, consumers, args, work) -> dict:
     report = FORK.Queue()
     shm_before = set(os.listdir("/dev/shm"))
@@ -310,20 +334,26 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
             results.append(report.get(timeout=1))
         except Exception:
             break
-    rates = [per * (got - 1) / seconds for _, got, seconds, per in results if got > 1]
-    received = sum(per * got for _, got, _, per in results)
+    rates = [per * (got - 1) / seconds for _, got, seconds, per, _ in results if got > 1]
+    received = sum(per * got for _, got, _, per, _ in results)
+    roles = cpu_by_role(tree, {pid for *_, pid in results})
     return {
         "workload": workload,
         "mode": mode,
         "consumers": consumers,
         "workers": args.workers,
         "batches_per_consumer": count,
-        "consumers_finished": sum(got == count for _, got, _, _ in results),
+        "consumers_finished": sum(got == count for _, got, *_ in results),
         "per_consumer_batches_per_s": sum(rates) / len(rates) if rates else 0.0,
         "slowest_consumer_batches_per_s": min(rates) if len(rates) == consumers else 0.0,
         "aggregate_batches_per_s": sum(rates),
         "cpu_s": cpu,
         "cpu_ms_per_batch_received": 1000 * cpu / received if received else float("nan"),
+        **{
+            f"cpu_ms_{role}": 1000 * seconds / received if received else float("nan")
+            for role, seconds in roles.items()
+        },
+        "touch": TOUCH,
         "wall_s": wall,
         "machine": machine_note(),
     }
@@ -355,7 +385,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
     parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
     parser.add_argument("--trial-timeout", type=float, default=120.0, help="seconds (120)")
+    parser.add_argument(
+        "--no-touch", action="store_true", help="consumers do not read their batches' pages"
+    )
     args = parser.parse_args(argv)
+    global TOUCH
+    TOUCH = not args.no_touch
     modes = list(args.modes)
     if "tensorsocket" in modes and not args.tensorsocket_path:
         print(
@@ -397,6 +432,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "aggregate_vs_own",
             "cpu_s",
             "cpu_ms_per_batch_received",
+            *(f"cpu_ms_{role}" for role in ROLES),
             "consumers_finished",
         ],
     )

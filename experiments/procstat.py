@@ -24,6 +24,7 @@ class TreeCpu(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.interval_s = root, interval_s
         self.cpu: dict[int, float] = {}
+        self.parents: dict[int, int] = {}  # of every process seen in the tree
         self._done = threading.Event()
         self._ticks = os.sysconf("SC_CLK_TCK")
 
@@ -47,6 +48,7 @@ class TreeCpu(threading.Thread):
                 ancestor = parents[ancestor]
             if ancestor == self.root:
                 self.cpu[pid] = max(self.cpu.get(pid, 0.0), seconds)
+                self.parents[pid] = parents[pid]
 
     def run(self) -> None:
         while not self._done.wait(self.interval_s):
@@ -64,3 +66,9 @@ class TreeCpu(threading.Thread):
     def total(self) -> float:
         """CPU seconds of every process seen in the tree."""
         return sum(self.cpu.values())
+
+    def top_ancestor(self, pid: int) -> int:
+        """The child of ``root`` that ``pid`` descends from (``root`` for ``root`` itself)."""
+        while pid != self.root and self.parents.get(pid, self.root) != self.root:
+            pid = self.parents[pid]
+        return pid
