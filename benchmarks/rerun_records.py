@@ -11,6 +11,11 @@ differs, the largest difference) and the loss before training, which shows wheth
 difference starts at initialisation. The records name the CPU they were trained on
 (``machine``; older records lack it); floating point differs between CPU types, so the same
 seed gives identical records on one machine type, not across types.
+
+With ``--trained-in DIR`` nothing is trained: each record is compared with its namesake that
+a whole workflow run trained into another out_dir (``DIR/<workload>/<file>``), e.g. after
+``snakemake --cores 2 --config out_dir=results/again``, ``--trained-in
+results/again/records``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], name: str) -> dict[str, An
     return {
         "record": f"{old['workload']}/{name}",
         "trained_on": was,
-        "rerun_on": machine()["cpu_model"],
+        "rerun_on": (new.get("machine") or machine())["cpu_model"],
         "identical": not differing and len(curve_old) == len(curve_new),
         "fresh_to_target_was": old["fresh_examples_to_target"],
         "fresh_to_target_now": new["fresh_examples_to_target"],
@@ -61,6 +66,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("records", nargs="+", help="committed record files of the config's study")
     parser.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
     parser.add_argument("--out", required=True, help="CSV to write")
+    parser.add_argument(
+        "--trained-in",
+        metavar="DIR",
+        help="a records folder the workflow trained again (out_dir/records): compare with "
+        "its records instead of training",
+    )
     args = parser.parse_args(argv)
     runs = plan(load_config(*args.configfile)).runs
     rows = []
@@ -68,8 +79,14 @@ def main(argv: list[str] | None = None) -> None:
         if path not in runs:
             parser.error(f"{path} is not a record of {' '.join(args.configfile)}")
         planned = runs[path]
-        options = RunOptions(device="cpu", threads=1, data_dir=planned.options.data_dir)
-        new = run(RunConfig(planned.spec, options), progress=False)
+        if args.trained_in:
+            again = Path(args.trained_in) / planned.spec.workload / Path(path).name
+            if not again.is_file():
+                parser.error(f"{again} does not exist (--trained-in {args.trained_in})")
+            new = json.loads(again.read_text())
+        else:
+            options = RunOptions(device="cpu", threads=1, data_dir=planned.options.data_dir)
+            new = run(RunConfig(planned.spec, options), progress=False)
         rows.append(compare(json.loads(Path(path).read_text()), new, Path(path).name))
     write_csv(rows, args.out)
     print_table(rows, ["record", "identical", "fresh_to_target_was", "fresh_to_target_now",
