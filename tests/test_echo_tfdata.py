@@ -131,12 +131,18 @@ def test_cardinality_is_kept_for_integer_factors(factor, buffer):
 @pytest.mark.parametrize("factor", [2, 1.5])
 def test_a_counter_on_the_chunked_path_counts_per_chunk_and_ends_exact(factor):
     counter = EchoCounter()
-    ds = tf.data.Dataset.range(1000).apply(echo(factor, seed=1, counter=counter))
+    # 40 chunks, expanded (and counted) in parallel: no update may be lost
+    ds = tf.data.Dataset.range(10_000).apply(echo(factor, seed=1, counter=counter))
     it = ds.as_numpy_iterator()
-    next(it)
+    first = next(it)
     assert counter.fresh >= 1  # the first chunk, read at once
     rest = list(it)
-    assert (counter.fresh, counter.emitted) == (1000, len(rest) + 1)
+    assert (counter.fresh, counter.emitted) == (10_000, len(rest) + 1)
+    out = [first, *rest]
+    if factor == 2:  # the parallel expansion keeps the order: copies adjacent, source order
+        assert out == [i for i in range(10_000) for _ in range(2)]
+    else:
+        assert sorted(set(out)) == list(range(10_000))
 
 
 def test_numpy_and_none_seeds_agree_with_the_torch_stage():
