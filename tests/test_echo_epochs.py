@@ -116,3 +116,28 @@ def test_a_map_style_dataset_without_len_is_refused():
         Echo(NoLen(), 2)
     with pytest.raises(ValueError, match="__len__"):
         build_pipeline(NoLen(), batch_size=2)
+
+
+def test_the_worker_table_answers_the_same_before_and_after_workers_take_rows():
+    """Without workers the table skips its scan (a pass-through stage's epoch start); its
+    answers must match what a scan of the rows gives once a worker has run."""
+    from echo.torch.counters import WorkerCountTable
+
+    def answers():
+        total = table.total()
+        return table.next_epoch(), total.fresh, total.emitted, table.any_active()
+
+    table = WorkerCountTable()
+    assert answers() == (0, 0, 0, False)
+    table.set_epoch(5)
+    assert table.next_epoch() == 5
+    row = table.row(3)  # as a DataLoader worker does, in its process
+    assert table.next_epoch() == 5
+    row.next_epoch, row.active, row.fresh, row.emitted = 6, True, 10, 20
+    assert answers() == (6, 10, 20, True)
+    table.reset(2)
+    assert answers() == (2, 0, 0, False)
+    stage = Echo(list(range(8)), 1, shuffle=False)
+    stage.set_epoch(4)
+    list(stage)
+    assert (stage.epoch, stage.fresh, stage.emitted) == (5, 8, 8)
