@@ -12,7 +12,7 @@ replacement of TensorSocket's classes.
 Modules: `producer` and `consumer` (the API), `protocol` (messages), `endpoint` (sockets),
 `layout` (batches as shared storages), `policy` (who joins how), `store` (batch references
 and replay retention), `peers` (connections), `loading` (the loader thread), `recut`
-(consumer batch sizes).
+(consumer batch sizes), `lifetime` (what is left open is closed at exit, by its owner).
 """
 
 from sharing.consumer import Consumer

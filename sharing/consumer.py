@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sharing import endpoint as endpoints
-from sharing import protocol
+from sharing import lifetime, protocol
 from sharing.args import check_int
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
 from sharing.layout import first_dim, map_storages, rebuild
@@ -80,6 +80,7 @@ class Consumer:
         self._held: set[int] = set()
         self._sock = endpoints.connect(endpoint, connect_timeout_s)
         self._closed = False
+        self._pid = lifetime.opened(self)
         try:
             self._producer_pid, uid, _ = endpoints.peer_credentials(self._sock)
             if uid != os.getuid():
@@ -230,8 +231,13 @@ class Consumer:
         self.leave()
 
     def __del__(self) -> None:
+        # Left open: leave, unless this is a forked copy (its parent still reads the stream).
+        # A copy collected while the interpreter tears down may find modules gone: nothing
+        # to do then, the process's exit closes its descriptors.
         if not getattr(self, "_closed", True):
-            self.leave()
+            with contextlib.suppress(Exception):
+                if lifetime.owns(self._pid):
+                    self.leave()
 
 
 def _refusal_error(message: dict) -> Exception:

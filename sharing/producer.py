@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from sharing import endpoint as endpoints
-from sharing import protocol
+from sharing import lifetime, protocol
 from sharing.args import check_int
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
@@ -120,6 +120,7 @@ class Producer:
         self._pending: Any = None
         self._loader_done = False
         self._closed = False
+        self._pid = lifetime.opened(self)
         self._counters = {"produced": 0, "served": 0}
         self._cpu_start = time.process_time()
 
@@ -222,8 +223,11 @@ class Producer:
         self._wake_w.close()
 
     def __del__(self) -> None:
+        # As Consumer.__del__: a forked copy must not unlink its parent's socket.
         if not getattr(self, "_closed", True):
-            self.close()
+            with contextlib.suppress(Exception):
+                if lifetime.owns(self._pid):
+                    self.close()
 
     # ------------------------------------------------------------------ connections
 

@@ -213,3 +213,92 @@ def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_c
     server.join(10)
     assert list(consumer) == []  # the end, not ProducerGone
     listener.close()
+
+
+def _consume_after_a_forked_copy_exits(endpoint, results):
+    """Open a consumer, fork a child whose copy of it is collected and whose exit handlers
+    run (as a child that returns normally does), then read the epoch."""
+    import gc
+
+    from sharing import lifetime
+
+    consumer = Consumer(endpoint)
+    pid = os.fork()
+    if pid == 0:
+        del consumer
+        gc.collect()
+        lifetime._close_open()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    results.put([i for batch in consumer for i in batch["id"].tolist()])
+    consumer.leave()
+
+
+def test_a_forked_copy_of_a_consumer_does_not_leave_for_its_parent():
+    """Before: the child's copy of the Consumer sent "leave" on the socket it shares with its
+    parent, so the producer dropped the parent."""
+    results = FORK.Queue()
+    # 100 batches: more than the producer sends ahead, so a drop shows as a short epoch
+    with no_shm_left(), Producer(id_batches(1600, 16), epochs=1, wait_for=1) as producer:
+        start(_consume_after_a_forked_copy_exits, producer.endpoint, results)
+        producer.serve()
+        assert results.get(timeout=30) == list(range(1600))
+
+
+def test_a_forked_copy_of_a_producer_does_not_unlink_its_parents_socket(tmp_path):
+    import gc
+
+    from sharing import lifetime
+
+    path = tmp_path / "p.sock"
+    producer = Producer(id_batches(32, 16), endpoint=f"unix:{path}", epochs=1, wait_for=1)
+    pid = os.fork()
+    if pid == 0:
+        del producer
+        gc.collect()
+        lifetime._close_open()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert path.exists()
+    results = FORK.Queue()
+    start(consume, producer.endpoint, results, 1, None, "after")
+    producer.serve()
+    assert results.get(timeout=30)[2] == [list(range(32))]
+    producer.close()
+    assert not path.exists()
+
+
+def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
+    """A script that never calls leave(): at exit the consumer leaves cleanly (the exit
+    handlers run before modules are torn down), with nothing printed."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\nfrom sharing import Consumer\n"
+        "consumer = Consumer(sys.argv[1])\n"
+        "print(sum(len(batch['id']) for batch in consumer))\n"
+    )
+    with no_shm_left(), Producer(id_batches(48, 16), epochs=None, wait_for=1) as producer:
+        # The script reads one epoch of many: its leave comes while the producer serves.
+        child = subprocess.Popen(
+            [sys.executable, "-c", script, producer.endpoint], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")])
+            )),
+        )  # fmt: skip
+
+        def stop_once_it_exited():
+            child.wait(timeout=60)
+            time.sleep(0.5)  # for the producer to notice
+            producer.stop()
+
+        stopper = threading.Thread(target=stop_once_it_exited)
+        stopper.start()
+        producer.serve()
+        stopper.join()
+        out, err = child.communicate(timeout=60)
+        metrics = producer.metrics()
+    assert (child.returncode, out.strip(), err) == (0, "48", "")
+    assert (metrics["consumers_left"], metrics["consumers_lost"]) == (1, 0)
