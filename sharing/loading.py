@@ -83,7 +83,9 @@ class LoaderThread:
         self._finish.set()
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        """Wait at most ``timeout`` s for the thread to end (at once if it never started)."""
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def get(self) -> Item | None:
         """The next item, or None if none is ready."""

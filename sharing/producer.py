@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import selectors
-import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -121,6 +120,9 @@ class Producer:
         self._loader_done = False
         self._closed = False
         self._pid = lifetime.opened(self)
+        self._serving: threading.Thread | None = None  # the thread inside serve(), if any
+        self._served = threading.Event()  # set while no thread is inside serve()
+        self._served.set()
         self._counters = {"produced": 0, "served": 0}
         self._cpu_start = time.process_time()
 
@@ -175,12 +177,14 @@ class Producer:
         """
         if self._closed:
             raise RuntimeError("this Producer is closed")
-        restore = _on_sigterm(self.stop)
+        restore = lifetime.on_sigterm(self.stop)
         self._loading.start()
         self._peers.selector = selector = selectors.DefaultSelector()
         selector.register(self._listener, selectors.EVENT_READ, "accept")
         selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         last_check = last_log = time.monotonic()
+        self._serving = threading.current_thread()
+        self._served.clear()
         try:
             while not self._finished():
                 for key, _ in selector.select(timeout=_LIVENESS_EVERY_S):
@@ -207,14 +211,23 @@ class Producer:
             # loader's iteration, which stops (and reaps) its worker processes.
             self._loading.join(timeout=10.0)
             log.info("finished: %s", self.metrics())
+            self._served.set()
 
     def close(self) -> None:
-        """Disconnect consumers and release the socket and held batches (idempotent)."""
+        """Disconnect consumers and release the socket and held batches (idempotent).
+
+        Called from another thread than `serve`'s, it stops serving and waits (at most 10 s)
+        for `serve` to return and the loader's iteration to end."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
         self._loading.stop()
+        # Nothing may go on running the loader's code (at exit, a thread caught inside a torch
+        # op while the interpreter finalizes aborts the process).
+        if self._serving is not threading.current_thread():
+            self._served.wait(timeout=10.0)
+        self._loading.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
         self._listener.close()
@@ -382,16 +395,3 @@ class Producer:
             if peer.waiting_epoch is None or peer.waiting_epoch <= epoch:
                 peer.outbox.append(SendEndEpoch(epoch, count))
         self._epoch, self._index = epoch + 1, 0
-
-
-def _on_sigterm(callback: Callable[[], None]) -> Callable[[], Any]:
-    """Route SIGTERM to ``callback`` while serving (main thread only); returns the undo."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def handler(signum: int, frame: Any) -> None:
-        callback()
-
-    signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, previous)

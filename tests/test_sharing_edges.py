@@ -302,3 +302,37 @@ def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
         metrics = producer.metrics()
     assert (child.returncode, out.strip(), err) == (0, "48", "")
     assert (metrics["consumers_left"], metrics["consumers_lost"]) == (1, 0)
+
+
+def test_a_producer_serving_in_a_daemon_thread_stops_its_loader_at_exit():
+    """``threading.Thread(target=producer.serve, daemon=True)`` and a script that just ends:
+    the loader's iteration is closed at exit (a DataLoader's workers shut down), not frozen
+    mid-batch. Before, it was frozen, and a loader inside a torch op at that moment aborted
+    the process ("terminate called without an active exception")."""
+    import subprocess
+    import sys
+
+    script = """
+import threading, torch
+from sharing import Consumer, Producer
+class Batches:
+    def __iter__(self):
+        try:
+            while True:
+                yield torch.zeros(4)
+        finally:
+            print("loader closed", flush=True)
+producer = Producer(Batches(), epochs=1)
+threading.Thread(target=producer.serve, daemon=True).start()
+consumer = Consumer(producer.endpoint)
+print(next(iter(consumer)).tolist(), flush=True)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")])
+        )),
+    )  # fmt: skip
+    assert (result.returncode, result.stdout.split("\n")[:2], result.stderr) == (
+        0, ["[0.0, 0.0, 0.0, 0.0]", "loader closed"], ""
+    )  # fmt: skip
