@@ -129,3 +129,33 @@ def test_numpy_integers_are_accepted():
     np = pytest.importorskip("numpy")
     stage = EchoOnStall([], max_factor=np.int64(2), prefetch=np.int32(3))
     assert (stage.max_factor, stage.prefetch) == (2, 3)
+
+
+def test_an_epoch_left_open_at_exit_ends_the_process_cleanly():
+    """A script that stops reading mid-epoch and just ends: the loader thread is stopped and
+    joined at exit. Before, it was caught inside the loader's torch op while the interpreter
+    finalized, and the process aborted ("terminate called without an active exception")."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch
+from echo.torch import EchoOnStall
+torch.set_num_threads(1)
+class Products:
+    def __iter__(self):
+        a = torch.randn(700, 700)
+        for _ in range(1000):
+            yield torch.mm(a, a)
+epoch = iter(EchoOnStall(Products(), max_factor=2))
+for _ in range(3):
+    next(epoch)
+print("read 3")
+"""
+    path = [os.getcwd(), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "read 3\n", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,23 @@ to hand over a batch it already has (it needs the GIL for that), short beside a 
 _JOIN_S = 0.2
 """How long leaving the loop waits for the loader thread; a slow upstream's current batch is
 not waited for (the thread drops it and closes the loader's iterator itself)."""
+
+_EXIT_JOIN_S = 10.0
+"""How long interpreter exit waits for a loader thread still running (an epoch left open):
+a thread caught inside a torch op while the interpreter finalizes aborts the process."""
+
+_RUNNING: set[tuple[threading.Event, threading.Thread]] = set()
+"""(stop, thread) of every loader thread started and not yet joined, for `_stop_at_exit`."""
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    running = list(_RUNNING)
+    for stop, _ in running:
+        stop.set()
+    for _, thread in running:
+        if thread.is_alive():
+            thread.join(timeout=_EXIT_JOIN_S)
 
 
 class _Fresh(NamedTuple):
@@ -66,7 +84,9 @@ class EchoOnStall:
 
     The same tensor objects are yielded again for an echo (no copy). Each ``for`` loop is one
     epoch of ``loader``. Leaving the loop early (``break``, an exception, Ctrl-C) returns at
-    once; the thread closes the loader's iterator when its current batch arrives.
+    once; the thread closes the loader's iterator when its current batch arrives. An epoch
+    still open when the program ends is stopped at exit the same way, which waits (at most
+    10 s) for that batch.
 
     Counting happens at the point of training: the thread runs up to ``prefetch + 1`` batches
     ahead, but ``fresh_examples`` and `state_dict` describe the batches yielded so far. The
@@ -122,6 +142,12 @@ class EchoOnStall:
 
     def _fill(self, ready: queue.Queue, stop: threading.Event) -> None:
         """Loader thread: move fresh batches into ``ready`` until the loader ends."""
+        try:
+            self._pull(ready, stop)
+        finally:
+            _RUNNING.discard((stop, threading.current_thread()))
+
+    def _pull(self, ready: queue.Queue, stop: threading.Event) -> None:
         iterator = iter(self.loader)
         try:
             for batch in iterator:
@@ -148,6 +174,7 @@ class EchoOnStall:
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         filler = threading.Thread(target=self._fill, args=(ready, stop), daemon=True)
+        _RUNNING.add((stop, filler))  # the thread removes itself as it ends
         filler.start()
         latest, uses = None, 0
         try:
