@@ -154,23 +154,32 @@ def _leave_early(endpoint, batches, left):
     time.sleep(3)  # alive, with its socket closed
 
 
+def _serve_until(producer, done):
+    """Serve until ``done()`` returns, then (once the producer has noticed) stop."""
+
+    def stop_when_done():
+        done()
+        time.sleep(0.5)  # for the producer to notice
+        producer.stop()
+
+    stopper = threading.Thread(target=stop_when_done)
+    stopper.start()
+    producer.serve()
+    stopper.join()
+
+
+def _script_env():
+    path = [os.getcwd(), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
+
+
 def test_consumers_that_call_leave_are_counted_as_left_never_as_lost():
     """Both leave while the producer is still sending to them (a fast loader)."""
     left = FORK.Queue()
     with no_shm_left(), Producer(id_batches(16_000, 16), epochs=1, wait_for=2) as producer:
         for _ in range(2):
             start(_leave_early, producer.endpoint, 3, left)
-
-        def stop_once_both_left():
-            left.get(timeout=30)
-            left.get(timeout=30)
-            time.sleep(0.5)  # for the producer to notice
-            producer.stop()
-
-        stopper = threading.Thread(target=stop_once_both_left)
-        stopper.start()
-        producer.serve()
-        stopper.join()
+        _serve_until(producer, lambda: [left.get(timeout=30) for _ in range(2)])
         metrics = producer.metrics()
     assert (metrics["consumers_left"], metrics["consumers_lost"]) == (2, 0)
 
@@ -215,21 +224,22 @@ def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_c
     listener.close()
 
 
-def _consume_after_a_forked_copy_exits(endpoint, results):
-    """Open a consumer, fork a child whose copy of it is collected and whose exit handlers
-    run (as a child that returns normally does), then read the epoch."""
-    import gc
-
+def _fork_a_child_that_drops(obj):
+    """Fork a child that does what collecting its copy of ``obj`` and then exiting normally
+    do (``__del__``, then the exit handlers), and wait for it."""
     from sharing import lifetime
 
-    consumer = Consumer(endpoint)
     pid = os.fork()
     if pid == 0:
-        del consumer
-        gc.collect()
+        obj.__del__()
         lifetime._close_open()
         os._exit(0)
     os.waitpid(pid, 0)
+
+
+def _consume_after_a_forked_copy_exits(endpoint, results):
+    consumer = Consumer(endpoint)
+    _fork_a_child_that_drops(consumer)
     results.put([i for batch in consumer for i in batch["id"].tolist()])
     consumer.leave()
 
@@ -246,19 +256,9 @@ def test_a_forked_copy_of_a_consumer_does_not_leave_for_its_parent():
 
 
 def test_a_forked_copy_of_a_producer_does_not_unlink_its_parents_socket(tmp_path):
-    import gc
-
-    from sharing import lifetime
-
     path = tmp_path / "p.sock"
     producer = Producer(id_batches(32, 16), endpoint=f"unix:{path}", epochs=1, wait_for=1)
-    pid = os.fork()
-    if pid == 0:
-        del producer
-        gc.collect()
-        lifetime._close_open()
-        os._exit(0)
-    os.waitpid(pid, 0)
+    _fork_a_child_that_drops(producer)
     assert path.exists()
     results = FORK.Queue()
     start(consume, producer.endpoint, results, 1, None, "after")
@@ -283,21 +283,9 @@ def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
         # The script reads one epoch of many: its leave comes while the producer serves.
         child = subprocess.Popen(
             [sys.executable, "-c", script, producer.endpoint], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")])
-            )),
+            stderr=subprocess.PIPE, text=True, env=_script_env(),
         )  # fmt: skip
-
-        def stop_once_it_exited():
-            child.wait(timeout=60)
-            time.sleep(0.5)  # for the producer to notice
-            producer.stop()
-
-        stopper = threading.Thread(target=stop_once_it_exited)
-        stopper.start()
-        producer.serve()
-        stopper.join()
+        _serve_until(producer, lambda: child.wait(timeout=60))
         out, err = child.communicate(timeout=60)
         metrics = producer.metrics()
     assert (child.returncode, out.strip(), err) == (0, "48", "")
@@ -329,9 +317,7 @@ print(next(iter(consumer)).tolist(), flush=True)
 """
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-            filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")])
-        )),
+        env=_script_env(),
     )  # fmt: skip
     assert (result.returncode, result.stdout.split("\n")[:2], result.stderr) == (
         0, ["[0.0, 0.0, 0.0, 0.0]", "loader closed"], ""
