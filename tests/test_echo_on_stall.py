@@ -165,3 +165,14 @@ print("read 3")
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, "read 3\n", "")
+
+
+def test_instant_steps_on_an_instant_loader_are_rarely_echoed():
+    """Before, a step that found the queue empty for an instant (the loader thread had not
+    had the GIL yet) echoed at once: half the steps of this loop were echoes. Now it waits
+    0.1 ms for the batch; only a machine busy enough to deschedule the thread for longer
+    makes an echo."""
+    stage = EchoOnStall(list(range(6)), max_factor=4)
+    for _ in range(20):
+        assert [b for b in stage if not stage.last_was_echo] == list(range(6))
+    assert stage.echoed <= 0.25 * stage.fresh
