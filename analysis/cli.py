@@ -10,6 +10,7 @@
     python -m analysis claims --runs results/protocol/runs.csv \
         --reference paper_figures/reference/papers.csv --out results/protocol/claims.csv
     python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
+    python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis readme README.md
     python -m analysis compare results .test-slurm/results
 
@@ -182,6 +183,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default="part",
         help="one row per study and workload (default) or per condition",
     )
+    resolution = commands.add_parser(
+        "resolution",
+        help="per study and workload: the crossing's step against the tuned baseline's "
+        "median, and evaluation's share of training, against their goals",
+    )
+    resolution.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
     )
@@ -193,6 +200,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "summary": summary,
         "claims": claims,
         "cost": cost,
+        "resolution": resolution,
         "readme": readme,
         "compare": compare,
     }
@@ -364,6 +372,21 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         )
 
 
+def _resolution(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.resolution import EVAL_SHARE_GOAL, SPACING_GOAL, resolution_table
+
+    table = resolution_table(read_runs(_existing(parser, "--runs", args.runs)))
+    print(markdown_table(table))
+    print(
+        f"\nstep: fresh examples between located crossings; spacing = step / baseline_median "
+        f"(the median of the baseline's searches, or of its seeds where it is not tuned, that "
+        f"reached the target; one_in = 1 / spacing); eval_share: evaluation, refinement "
+        f"included, over training time. "
+        f"Rule: meets when spacing <= 1/{round(1 / SPACING_GOAL)} and eval_share <= "
+        f"{EVAL_SHARE_GOAL:.0%}"
+    )
+
+
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     differences = compare_record_dirs(args.first, args.second)
     for line in differences:
@@ -391,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "summary": _summary,
         "claims": _claims,
         "cost": _cost,
+        "resolution": _resolution,
         "readme": _readme,
         "compare": _compare,
     }[args.command]

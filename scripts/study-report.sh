@@ -4,7 +4,9 @@
 # is still running, e.g. the protocol study:
 #   scripts/study-report.sh config/protocol.yaml
 # Writes, under the config's out_dir: landed.json, runs.csv, eval_curves.csv, summary.csv,
-# claims.csv + claims.md, cost.md (per study and workload), cost_conditions.md; and every figure of its studies under its figures_dir.
+# claims.csv + claims.md, cost.md (per study and workload), cost_conditions.md, resolution.md
+# (the crossing's step and evaluation's share against their goals); and every figure of its
+# studies under its figures_dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -28,6 +30,7 @@ mkdir -p "$out" "$figures"
 "$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
 "$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" \
     --configfile "${configs[@]}" --out "$out/claims.csv" >/dev/null
+"$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
 for by in part condition; do
@@ -45,4 +48,4 @@ for name in "${names[@]}"; do
     "$py" -m analysis figure "$name" --runs "$out/runs.csv" --curves "$out/eval_curves.csv" \
         --reference "$reference" --out "$figures/$name.png" >/dev/null
 done
-echo "wrote $out/{runs,summary,claims}.csv, $out/claims.md, $out/cost.md and ${#names[@]} figures in $figures"
+echo "wrote $out/{runs,summary,claims}.csv, $out/{claims,cost,resolution}.md and ${#names[@]} figures in $figures"

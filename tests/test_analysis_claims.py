@@ -291,3 +291,45 @@ def test_a_planned_workload_without_searches_keeps_every_workload_undecided(tmp_
     assert claims_table(runs).set_index("claim").loc["claim_fewer_fresh_at_e2", "verdict"] == (
         REPRODUCED
     )
+
+
+# --- resolution ---------------------------------------------------------------------------
+
+
+def test_the_resolution_rule_returns_each_verdict(tmp_path):
+    """The step between located crossings (refined every 50 fresh examples here) against the
+    tuned baseline's median, and evaluation's share of training, against their goals."""
+    from analysis.resolution import EVAL_SHARE_GOAL, resolution_table
+
+    for folder in "abc":
+        (tmp_path / folder).mkdir()
+    fine = searched_runs(tmp_path / "a", {("none", 1.0): [[2000, 1500, None], [1800, 2400, 2200]]})
+    fine = fine.assign(eval_s=fine["final_wall_s"] * 0.1)
+    row = resolution_table(fine).iloc[0]
+    # the searches' bests are 1450 and 1750 (refined): median 1600, so 50 is 1/32 of it
+    assert (row["baseline_n"], row["baseline_reached"]) == (2, 2)
+    assert row["baseline_median"] == 1600 and row["one_in"] == pytest.approx(32)
+    assert row["eval_share"] <= EVAL_SHARE_GOAL and row["verdict"] == "meets"
+
+    coarse = searched_runs(tmp_path / "b", {("none", 1.0): [[600, 700], [650, None]]})
+    coarse = coarse.assign(eval_s=coarse["final_wall_s"] * 0.1)
+    assert resolution_table(coarse).iloc[0]["verdict"] == "crossing step over 1/20"
+
+    costly = fine.assign(eval_s=fine["final_wall_s"] * 0.3)
+    assert resolution_table(costly).iloc[0]["verdict"] == "evaluation over 25% of training"
+    both = coarse.assign(eval_s=coarse["final_wall_s"])
+    assert resolution_table(both).iloc[0]["verdict"] == (
+        "crossing step over 1/20; evaluation over 25% of training"
+    )
+
+    unreached = searched_runs(tmp_path / "c", {("none", 1.0): [[None, None]]})
+    assert resolution_table(unreached).iloc[0]["verdict"] == "no baseline"
+
+
+def test_the_resolution_command_prints_the_table_and_its_rule(tmp_path, capsys):
+    runs = searched_runs(tmp_path, {("none", 1.0): [[2000, 1500], [1800, 2400]]})
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    main(["resolution", "--runs", str(tmp_path / "runs.csv")])
+    out = capsys.readouterr().out
+    assert "| insertion | cifar10_resnet | 50 |" in out
+    assert "Rule: meets when spacing <= 1/20 and eval_share <= 25%" in out
