@@ -204,14 +204,16 @@ class Producer:
         finally:
             self._stop.set()
             self._loading.stop()
-            restore()
-            selector.close()
-            self._peers.selector = None
-            # The loader thread sees the stop at its next batch and returns; that ends the
-            # loader's iteration, which stops (and reaps) its worker processes.
-            self._loading.join(timeout=10.0)
-            log.info("finished: %s", self.metrics())
-            self._served.set()
+            try:
+                restore()
+                selector.close()
+                self._peers.selector = None
+                # The loader thread sees the stop at its next batch and returns; that ends the
+                # loader's iteration, which stops (and reaps) its worker processes.
+                self._loading.join(timeout=10.0)
+                log.info("finished: %s", self.metrics())
+            finally:
+                self._served.set()
 
     def close(self) -> None:
         """Disconnect consumers and release the socket and held batches (idempotent).
