@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Train the protocol study (config/protocol.yaml) in a fixed order of parts, the claims the
 # data-echoing paper is known for first (the insertion study on every workload, which
-# decides "fewer fresh examples at e = 2 on every workload", before the e = 16 sweeps), then
-# everything else (tables and figures included).
+# decides "fewer fresh examples at e = 2 on every workload"), then the fixed-hyper-parameter
+# studies (cheap, and four claims rest on them) before the e = 16 sweeps (which train up to
+# 16 steps per fresh batch: the costliest runs), then everything else (tables and figures
+# included).
 # Resumable: records are atomic and never recomputed, so run it again after a stop.
 #   nohup scripts/protocol.sh > results/protocol/logs/driver.log 2>&1 &
 # Extra arguments go to every snakemake call (e.g. --cores 4, or --profile for SLURM).
@@ -38,6 +40,10 @@ order=(
     "echo_factor imagenet_resnet 4 8"
     "echo_factor cifar10_resnet 4 8"
     "insertion coco_ssd"
+    "wall_time imagenet_resnet"
+    "batch_size imagenet_resnet"
+    "shuffle_buffer cifar10_resnet"
+    "no_harm lm1b_transformer"
     "echo_factor lm1b_transformer 16"
     "echo_factor imagenet_resnet 16"
     "echo_factor cifar10_resnet 16"
