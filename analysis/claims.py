@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.protocol import best_of_searches
+from analysis.protocol import best_of_searches, crossing_step
 
 __all__ = [
     "CLAIMS",
@@ -200,8 +200,7 @@ class _Runs:
 
     def delta(self, rows: pd.DataFrame) -> float:
         """The resolution of fresh examples to target of ``rows``."""
-        refine = rows["refine_every_fresh"].dropna()
-        return float(refine.max()) if len(refine) else float(rows["eval_every_fresh"].max())
+        return crossing_step(rows)
 
     def workloads(self) -> list[str]:
         landed = set(self.rows["workload"].unique()) if len(self.rows) else set()

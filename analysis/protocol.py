@@ -30,6 +30,7 @@ __all__ = [
     "PART",
     "SEARCHED",
     "best_of_searches",
+    "crossing_step",
     "expected_best_curves",
     "expected_best_of_k",
     "study_cost",
@@ -52,6 +53,13 @@ CONDITION_KEY = [
 
 def _searched(runs: pd.DataFrame) -> pd.Series:
     return runs["trial"].notna() if "trial" in runs else pd.Series(False, index=runs.index)
+
+
+def crossing_step(rows: pd.DataFrame) -> float:
+    """Fresh examples between two located crossings of ``rows``: the largest refinement step
+    (``refine_every_fresh``), or the largest evaluation interval where none was refined."""
+    refine = rows["refine_every_fresh"].dropna()
+    return float(refine.max()) if len(refine) else float(rows["eval_every_fresh"].max())
 
 
 def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis._io import require_columns
-from analysis.protocol import PART, best_of_searches, study_cost
+from analysis.protocol import PART, best_of_searches, crossing_step, study_cost
 
 __all__ = ["EVAL_SHARE_GOAL", "RESOLUTION_COLUMNS", "SPACING_GOAL", "resolution_table"]
 
@@ -70,8 +70,7 @@ def resolution_table(runs: pd.DataFrame) -> pd.DataFrame:
     share = study_cost(runs).set_index(list(PART))["eval_share"]
     rows = []
     for (study, workload), group in baseline.groupby(list(PART), sort=True):
-        steps = group["refine_every_fresh"].dropna()
-        step = float(steps.max()) if len(steps) else float(group["eval_every_fresh"].max())
+        step = crossing_step(group)
         reached = group[group["reached"].astype(bool)]
         median = float(reached["fresh_examples_to_target"].median()) if len(reached) else None
         spacing = step / median if median else float("nan")
@@ -85,7 +84,7 @@ def resolution_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "baseline_reached": len(reached),
                 "baseline_median": median,
                 "spacing": spacing,
-                "one_in": 1 / spacing if spacing == spacing and spacing else float("nan"),
+                "one_in": 1 / spacing if pd.notna(spacing) else float("nan"),
                 "eval_share": eval_share,
                 "verdict": _verdict(spacing, eval_share),
             }
