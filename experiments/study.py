@@ -12,9 +12,10 @@ recomputed.
 A study with a ``search`` tunes each condition as the data-echoing paper did: instead of one
 run per seed, ``repetitions`` independent quasi-random searches of ``trials`` runs each over
 the workload's declared search space (`experiments.search`), each trial capped at
-``budget_cap`` times the workload's ``reference_fresh`` and its crossing located to
-``reference_fresh / resolution``. A ``per_workload`` entry's ``search`` replaces some of
-those keys for one workload (the paper searched some workloads with fewer trials).
+``budget_cap`` times the workload's ``reference_fresh``. A ``per_workload`` entry's ``search``
+replaces some of those keys for one workload (the paper searched some workloads with fewer
+trials). A study's ``resolution``, searched or seeded, locates every run's crossing to
+``reference_fresh / resolution``.
 
 This module imports nothing heavy (no torch): the Snakefile calls it when it is parsed.
 """
@@ -169,6 +170,7 @@ def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator
             stop_at_target=entry["stop_at_target"],
             max_fresh=entry.get("max_fresh"),
             eval_every_fresh=options.get("eval_every_fresh"),
+            resolution=entry.get("resolution"),
             hparams=options.get("hparams", {}),
         )
         execution = RunOptions(
@@ -186,12 +188,11 @@ def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, 
     if search is None:
         yield from ({"seed": seed} for seed in range(seeds))
         return
-    budget = {"budget_cap": search.get("budget_cap"), "resolution": search.get("resolution")}
-    count = search["trials"]
+    count, budget_cap = search["trials"], search.get("budget_cap")
     for repetition in range(search["repetitions"]):
         for trial in range(count):
             seed = repetition * count + trial
-            yield {"repetition": repetition, "trial": trial, "seed": seed, **budget}
+            yield {"repetition": repetition, "trial": trial, "seed": seed, "budget_cap": budget_cap}
 
 
 def plan(config: Mapping[str, Any]) -> Plan:

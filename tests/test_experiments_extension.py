@@ -97,6 +97,9 @@ def broken_package(tmp_path, monkeypatch):
         .replace("class ToyBlobs", "class HalfBlobs")
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    # The built-in workloads register when first imported: import them into the real registry
+    # first, or they would register into the copy below and be gone for later tests.
+    registry.discover()
     monkeypatch.setattr(registry, "_WORKLOADS", dict(registry._WORKLOADS))
     monkeypatch.setattr(registry, "_BROKEN", dict(registry._BROKEN))
     yield package

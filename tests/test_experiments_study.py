@@ -77,6 +77,13 @@ def mutated(change) -> dict:
             ),
             "insertion.search.budget_cap: 0",
         ),
+        (lambda c: c["studies"]["insertion"].update(resolution=0), "insertion.resolution: 0"),
+        (  # a study's resolution is a key of the study, not of its search
+            lambda c: c["studies"]["insertion"].update(
+                search={"trials": 8, "repetitions": 3, "resolution": 64}
+            ),
+            "'resolution' was unexpected",
+        ),
     ],
 )
 def test_bad_config_names_the_key(change, message):
@@ -335,11 +342,11 @@ def test_the_study_module_imports_no_torch():
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
-SEARCH = {"trials": 3, "repetitions": 2, "budget_cap": 1.5, "resolution": 64}
+SEARCH = {"trials": 3, "repetitions": 2, "budget_cap": 1.5}
 
 
 def test_a_search_plans_repetitions_times_trials_runs_per_condition():
-    config = small_config(search=dict(SEARCH))
+    config = small_config(search=dict(SEARCH), resolution=64)
     config["workloads"] = {WORKLOAD: {}}  # no override of the searched lr
     runs = specs(config)
     assert len(runs) == 2 * 2 * 3  # (baseline + e=2) x repetitions x trials, not x seeds
@@ -363,6 +370,22 @@ def test_a_search_without_a_cap_keeps_the_workloads_budget():
     runs = specs(small_config(search={"trials": 2, "repetitions": 1}))
     assert {(r.budget_cap, r.resolution) for r in runs} == {(None, None)}
     assert all("cap" not in r.run_id and "-r0-t" in r.run_id for r in runs)
+
+
+def test_a_seeded_study_locates_its_crossings_to_its_resolution():
+    """Refinement is not the searches' alone: a fixed-hyper-parameter study can have it."""
+    config = small_config(resolution=32, per_workload={WORKLOAD: {"resolution": 16}})
+    config["studies"]["echo_factor"] = {"workloads": [WORKLOAD], "echo_points": ["after_batch"],
+                                  "echo_factors": [4], "resolution": 32}  # fmt: skip
+    runs = plan(checked(config))
+    insertion = [runs.runs[path].spec for path in runs.studies["insertion"]]
+    plain = [runs.runs[path].spec for path in runs.studies["echo_factor"]]
+    assert {(r.resolution, r.trial) for r in insertion} == {(16, None)}  # the override
+    assert {r.resolution for r in plain} == {32} and len(plain) == 2 * 2  # seeds, no search
+    assert all("-res32-" in r.run_id for r in plain)
+    defaults = registry.defaults(WORKLOAD, "cpu")
+    assert plain[0].refine_every_fresh(defaults) == defaults.reference_fresh // 32
+    assert specs(small_config()) and {r.resolution for r in specs(small_config())} == {None}
 
 
 def test_every_trial_of_the_protocol_study_resolves():
