@@ -417,3 +417,24 @@ def test_the_echo_points_are_echos_in_plotting_order():
     schema = json.loads((Path(__file__).parents[1] / SCHEMA).read_text())
     assert ("none", *reversed(echo.ECHO_POINTS)) == ECHO_POINTS
     assert set(ECHO_POINTS) == set(schema["properties"]["echo_point"]["enum"])
+
+
+def test_a_log2_axis_keeps_small_positive_values_in_view():
+    """A panel with the ideal 1/e down to 1/16 and error bars up to 1.4: its linear margin
+    reaches below 0, which once reset the whole axis to 1-2 and hid every point under 1."""
+    import numpy as np
+    from matplotlib.figure import Figure as Drawing
+
+    from analysis.figures._common import log2_axis
+
+    axes = Drawing().subplots()
+    grid = np.geomspace(1, 16, 64)
+    axes.plot(grid, 1 / grid)
+    axes.errorbar([1, 2, 4], [1.0, 0.6, 0.25], yerr=[[0.2, 0.1, 0.05], [0.36, 0.2, 0.1]])
+    log2_axis(axes, "y")
+    low, high = axes.get_ylim()
+    assert 0 < low <= 1 / 16 and high >= 1.36 and axes.get_yscale() == "log"
+    empty = Drawing().subplots()
+    empty.plot([1, 2], [np.nan, np.nan])
+    log2_axis(empty, "y")
+    assert empty.get_ylim() == (1, 2)

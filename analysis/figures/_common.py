@@ -243,11 +243,12 @@ def note_on(axes: Axes, text: str, **style: object) -> None:
 def log2_axis(axes: Axes, which: str = "x") -> None:
     """Base-2 log scale with plain numbers (1, 2, 4, ...) as tick labels.
 
+    The limits are autoscaled on the log scale, so positive data close to 0 against a wide
+    range (an ideal 1/e line down to 1/16, say, whose linear margin reaches below 0) are kept.
     An axis with no positive data yet (every run of a panel missed its target, say) gets the
     limits 1-2 so that the log scale can still be drawn.
     """
-    low, high = getattr(axes, f"get_{which}lim")()
-    if not (low > 0 and high > 0):
+    if not np.isfinite(getattr(axes.dataLim, f"minpos{which}")):
         getattr(axes, f"set_{which}lim")(1, 2)
     getattr(axes, f"set_{which}scale")("log", base=2)
     formatter = FuncFormatter(lambda value, _: f"{value:g}")
