@@ -363,18 +363,22 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         f"({once['total_s'].mean():.0f} s per run on one core)"
     )
     if unique is not None:
-        planned_line = f"{unique} runs planned (a run shared by two studies once)"
-        remaining = unique - len(once)
-        if remaining <= 0:
-            print(f"{planned_line}; every one has landed")
-            return
         left = (table["estimate_s"] - table["landed_s"].fillna(0)).sum()
-        print(
-            f"{planned_line}; the remaining {remaining} at the groups' mean cost: about "
-            f"{left / 3600:.1f} core-hours (an estimate: a run two studies share counts in "
-            "both; a group with nothing landed takes its workload's mean, though higher echo "
-            "factors train more steps)"
-        )
+        print(remaining_line(unique, len(once), left))
+
+
+def remaining_line(planned: int, landed: int, left_s: float) -> str:
+    """What is left of a study of ``planned`` runs with ``landed`` records, ``left_s`` s of
+    estimated core time."""
+    line = f"{planned} runs planned (a run shared by two studies once)"
+    if landed >= planned:
+        return f"{line}; every one has landed"
+    return (
+        f"{line}; the remaining {planned - landed} at the groups' mean cost: about "
+        f"{left_s / 3600:.1f} core-hours (an estimate: a run two studies share counts in both; "
+        "a group with nothing landed takes its workload's mean, though higher echo factors "
+        "train more steps)"
+    )
 
 
 def _resolution(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -253,6 +253,16 @@ def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
     assert by_condition["planned"].tolist() == [2, 8, 4]
 
 
+def test_the_cost_summary_says_what_is_left_and_when_nothing_is():
+    from analysis.cli import remaining_line
+
+    assert "the remaining 8 at the groups' mean cost: about 0.3 core-hours" in (
+        remaining_line(922, 914, 1080.0)
+    )
+    done = remaining_line(922, 922, -1e-9)  # rounding leaves a sliver of negative seconds
+    assert done.endswith("every one has landed") and "core-hours" not in done
+
+
 def test_a_search_still_training_is_left_out_of_the_claims(tmp_path):
     # the third search has 2 of its 3 trials: its (worse) best so far does not count
     echo = [[1100, 1300, 1500], [1200, 1250, 1700], [5000, 5000]]
