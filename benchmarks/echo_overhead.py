@@ -161,8 +161,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             }
         )
     write_csv(rows, args.out)
-    columns = ["source", "stage", "items_per_s", "fresh_per_s", "time_ratio_vs_bare"]
-    print_table(rows, [*columns, "extra_us_per_epoch"])
+    print_table(
+        rows,
+        ["source", "stage", "items_per_s", "fresh_per_s", "time_ratio_vs_bare",
+         "extra_us_per_epoch"],
+    )  # fmt: skip
     print(f"wrote {args.out}")
     return rows
 
