@@ -19,7 +19,7 @@ from experiments import registry
 from experiments.identity import CONSUMER_ECHO_POINTS, RunSpec
 from experiments.pipeline import workload_pipeline
 from experiments.upstream import TimedBatch, UpstreamCost
-from sharing import Consumer
+from sharing import Consumer, StreamEnded
 from sharing.layout import first_dim
 
 __all__ = ["CONSUMER_ECHO_POINTS", "ConsumedBatches", "workload_loader"]
@@ -112,9 +112,12 @@ class ConsumedBatches:
         self.fresh_examples = self.steps = self.epoch = 0
 
     def _received(self) -> Iterator[Any]:
-        for batch in self.consumer:
-            self.fresh_examples += first_dim(batch) or 0
-            yield batch
+        try:
+            for batch in self.consumer:
+                self.fresh_examples += first_dim(batch) or 0
+                yield batch
+        except StreamEnded:  # before this epoch's first batch: an empty epoch ends `endless`
+            return
 
     def __iter__(self) -> Iterator[TimedBatch]:
         batches = self._received()

@@ -16,7 +16,7 @@ and replay retention), `peers` (connections), `loading` (the loader thread), `re
 """
 
 from sharing.consumer import Consumer
-from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
+from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
 from sharing.producer import Producer
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "ProducerGone",
     "ProtocolError",
     "SharingError",
+    "StreamEnded",
 ]

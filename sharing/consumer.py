@@ -10,7 +10,7 @@ from typing import Any
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
 from sharing.args import check_int
-from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError
+from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
 from sharing.layout import first_dim, map_storages, rebuild
 from sharing.protocol import LATE_JOIN_MODES
 from sharing.recut import recut
@@ -22,6 +22,10 @@ _POLL_S = 0.25
 
 class Consumer:
     """Receive a producer's batches; each ``for`` loop over the consumer is one epoch.
+
+    A loop never ends short without an exception, and never comes back empty: a loop after
+    the stream's last epoch raises `StreamEnded`, naming the epochs served. To run as many
+    epochs as the producer serves, loop over `epochs`.
 
     Batches are zero-copy, copy-on-write views of the producer's shared memory: reading costs
     no copy, and modifying a batch in place changes only this consumer's pages. A batch's
@@ -49,6 +53,8 @@ class Consumer:
         consumer_id: Id the producer gave this consumer.
         mode: How it joined: "start", "replay", "wrap" or "next_epoch".
         epoch: Producer epoch of the latest batch.
+        epochs_done: This consumer's epochs received whole (loops that ended at an epoch's
+            end).
 
     Raises:
         ValueError: A bad argument, also one the producer rejects (e.g. ``batch_size``).
@@ -57,8 +63,10 @@ class Consumer:
         LateJoinError: The missed batches are gone and ``late_join="replay"``, or no later
             epoch follows to make this consumer's first epoch whole.
         ProducerGone: (while iterating) the producer died before the stream ended.
+        StreamEnded: (while iterating) a loop began after the stream's last epoch.
         SharingError: (while iterating) the stream ended in the middle of an epoch (the
-            producer was stopped), which would otherwise end a ``for`` loop short.
+            producer was stopped, or its loader failed), which would otherwise end a ``for``
+            loop short.
     """
 
     def __init__(
@@ -75,7 +83,9 @@ class Consumer:
             raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
         endpoints.parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
-        self._ended = False
+        self._end: dict | None = None  # the stream's end message, once received
+        self._lookahead: dict | None = None  # a message read ahead by `epochs`
+        self.epochs_done = 0
         self._closed = True  # until connected
         self._held: set[int] = set()
         self._sock = endpoints.connect(endpoint, connect_timeout_s)
@@ -108,6 +118,9 @@ class Consumer:
     def _next_message(self, what: str = "a message") -> dict:
         """The next message (with a batch's storages mapped), waiting while the producer
         lives, at most ``timeout_s``; ``what`` names it in the `TimeoutError`."""
+        if self._lookahead is not None:
+            message, self._lookahead = self._lookahead, None
+            return message
         limit = self.timeout_s
         waited, reset = 0.0, False
         while True:
@@ -164,22 +177,70 @@ class Consumer:
             raise TypeError("this consumer's epoch length is not known")
         return self._batches_per_epoch
 
+    def epochs(self) -> Iterator[Iterator[Any]]:
+        """Each epoch of the stream, until it ends::
+
+            for epoch in consumer.epochs():
+                for batch in epoch:
+                    ...
+
+        Each epoch must be iterated to its end before the next is asked for. Waits for the
+        next epoch's first batch before yielding it; ends where the producer's stream
+        finished, or was stopped, at an epoch's end.
+
+        Raises:
+            SharingError: The producer's loader failed (or see `Consumer`).
+        """
+        while True:
+            if self._end is None:
+                message = self._next_message()
+                while message["type"] == "end_epoch" and self.mode == "wrap":
+                    message = self._next_message()  # wrap epochs end by count, not by these
+                if message["type"] == "end":
+                    self._end = message
+                else:
+                    self._lookahead = message
+            if self._end is not None and self._end["reason"] != "failed":
+                return
+            yield iter(self)
+
+    def _stream_ended(self, counted: int) -> SharingError:
+        """The error for a loop that met the stream's end after ``counted`` batches."""
+        assert self._end is not None
+        reason, detail = self._end["reason"], self._end["detail"]
+        where = f"the producer at {self.endpoint}"
+        how = {
+            "finished": f"{where} finished its stream",
+            "stopped": f"{where} was stopped",
+            "failed": f"{where} failed ({detail})",
+        }.get(reason, f"{where} ended its stream ({protocol.short(reason)})")
+        served = f"{self.epochs_done} whole epoch{'s' if self.epochs_done != 1 else ''}"
+        if counted:
+            return SharingError(
+                f"{how} after {counted} batches of this consumer's epoch {self.epochs_done}, "
+                f"in the middle of it (this consumer was served {served} before it)"
+            )
+        if reason == "failed":
+            return SharingError(f"{how}; this consumer was served {served}")
+        return StreamEnded(
+            f"{how} after serving this consumer {served}: a loop asked for one more, which "
+            f"the stream does not have. Loop over the consumer at most {self.epochs_done} "
+            "times, or over consumer.epochs() to stop where the stream does; or serve more "
+            "epochs"
+        )
+
     def _producer_batches(self) -> Iterator[tuple[int, Any]]:
         """(seq, batch) of one epoch, as this consumer's join mode defines it."""
         counted = 0
-        while not self._ended:
-            message = self._next_message()
+        while True:
+            message = self._end or self._next_message()
             kind = message["type"]
             if kind == "end":
-                self._ended = True
-                if counted:
-                    raise SharingError(
-                        f"the producer at {self.endpoint} ended its stream after {counted} "
-                        f"batches of epoch {self.epoch}, in the middle of it (it was stopped)"
-                    )
-                return
+                self._end = message
+                raise self._stream_ended(counted)
             if kind == "end_epoch":
                 if self.mode != "wrap":
+                    self.epochs_done += 1
                     return
                 continue
             if kind != "batch":
@@ -192,6 +253,7 @@ class Consumer:
             yield message["seq"], batch
             counted += 1
             if self.mode == "wrap" and counted == self._batches_per_epoch:
+                self.epochs_done += 1
                 return
 
     def __iter__(self) -> Iterator[Any]:

@@ -64,10 +64,16 @@ def listen(endpoint: str, backlog: int = 64) -> socket.socket:
     try:
         return _bind(address, backlog)
     except OSError as error:
-        if error.errno != errno.EADDRINUSE or not isinstance(address, str):
+        if error.errno != errno.EADDRINUSE:
             raise
+        if not isinstance(address, str):  # an abstract name is freed with its last socket
+            raise _in_use(endpoint) from None
         _remove_stale(endpoint, address)
     return _bind(address, backlog)
+
+
+def _in_use(endpoint: str) -> OSError:
+    return OSError(errno.EADDRINUSE, f"another producer is already listening at {endpoint}")
 
 
 def _bind(address: str | bytes, backlog: int) -> socket.socket:
@@ -104,7 +110,7 @@ def _remove_stale(endpoint: str, path: str) -> None:
         return
     finally:
         probe.close()
-    raise OSError(errno.EADDRINUSE, f"another producer is already listening at {endpoint}")
+    raise _in_use(endpoint)
 
 
 def unlink(endpoint: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["LateJoinError", "ProducerGone", "ProtocolError", "SharingError"]
+__all__ = ["LateJoinError", "ProducerGone", "ProtocolError", "SharingError", "StreamEnded"]
 
 
 class SharingError(RuntimeError):
@@ -19,3 +19,8 @@ class ProducerGone(SharingError):
 
 class LateJoinError(SharingError):
     """A consumer joined mid-epoch where the missed batches cannot be delivered."""
+
+
+class StreamEnded(SharingError):
+    """A consumer asked for an epoch after the producer's stream had ended (it finished, or
+    was stopped, at the end of the consumer's previous epoch)."""

@@ -1,5 +1,7 @@
 """The producer's loader thread: iterates the loader once per epoch and hands each batch, each
-epoch's end and the end of loading to the serving loop through a small queue."""
+epoch's end and the end of loading to the serving loop through a small queue; then, if the
+serving loop asks, loads the leading batches of one more epoch for late joiners whose first
+epoch wrapped (`LoaderThread.complete`)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,28 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["EpochEnd", "Loaded", "LoaderDone", "LoaderFailed", "LoaderThread", "length"]
+__all__ = [
+    "EpochEnd",
+    "Loaded",
+    "LoaderDone",
+    "LoaderFailed",
+    "LoaderThread",
+    "Owed",
+    "length",
+]
 
 
 class Loaded(NamedTuple):
     """Batch ``index`` of ``epoch``."""
+
+    epoch: int
+    index: int
+    batch: Any
+
+
+class Owed(NamedTuple):
+    """Batch ``index`` of ``epoch``, loaded after the last epoch only for late joiners whose
+    first epoch wrapped into the next one (`LoaderThread.complete`)."""
 
     epoch: int
     index: int
@@ -27,7 +46,7 @@ class EpochEnd(NamedTuple):
 
 
 class LoaderDone(NamedTuple):
-    """Every epoch was loaded."""
+    """Every epoch was loaded (and, after a `LoaderThread.complete`, the batches owed)."""
 
 
 class LoaderFailed(NamedTuple):
@@ -36,7 +55,7 @@ class LoaderFailed(NamedTuple):
     error: BaseException
 
 
-Item = Loaded | EpochEnd | LoaderDone | LoaderFailed
+Item = Loaded | Owed | EpochEnd | LoaderDone | LoaderFailed
 
 
 def length(loader: Any) -> int | None:
@@ -49,6 +68,10 @@ def length(loader: Any) -> int | None:
 
 class LoaderThread:
     """Iterate ``loader`` for ``epochs`` epochs (None: until stopped) in a daemon thread.
+
+    After `LoaderDone` the thread waits: `complete` makes it load the leading batches of one
+    more epoch (from ``loader.completion_loader`` if the loader has one, else ``loader``),
+    reported as `Owed`, then `LoaderDone` again; `stop` ends it.
 
     Args:
         loader: A re-iterable of batches; ``set_epoch(epoch)`` is called first if it has one.
@@ -68,6 +91,7 @@ class LoaderThread:
         self._queue: queue.Queue[Item] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finish = threading.Event()
+        self._owed: queue.Queue[tuple[int, int]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="sharing-loader", daemon=True)
 
     def start(self) -> None:
@@ -81,6 +105,11 @@ class LoaderThread:
         """Load no epoch after the one in progress (thread-safe): an epoch that yields no
         batch once this is called is not reported."""
         self._finish.set()
+
+    def complete(self, epoch: int, batches: int) -> None:
+        """After `LoaderDone`: load the first ``batches`` batches of ``epoch`` as `Owed`, then
+        report `LoaderDone` again (thread-safe)."""
+        self._owed.put((epoch, batches))
 
     def join(self, timeout: float) -> None:
         """Wait at most ``timeout`` s for the thread to end (at once if it never started)."""
@@ -120,6 +149,24 @@ class LoaderThread:
                 if not self._put(EpochEnd(epoch, count)):
                     return
                 epoch += 1
-            self._put(LoaderDone())
+            if self._put(LoaderDone()):
+                self._load_owed()
         except BaseException as error:  # re-raised by the serving loop in the caller's thread
             self._put(LoaderFailed(error))
+
+    def _load_owed(self) -> None:
+        while not self._stop.is_set():
+            try:
+                epoch, batches = self._owed.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            source = getattr(self.loader, "completion_loader", self.loader)
+            if batches and hasattr(source, "set_epoch"):
+                source.set_epoch(epoch)
+            for index, batch in enumerate(source if batches else ()):
+                if not self._put(Owed(epoch, index, batch)):
+                    return
+                if index + 1 == batches:
+                    break  # the rest of this epoch is owed to nobody
+            self._put(LoaderDone())
+            return

@@ -51,6 +51,8 @@ class Peer:
         hello: Its hello, once received (answered when the first batch exists).
         welcomed: Whether it was let in.
         waiting_epoch: The epoch whose first batch it joins the stream at (next_epoch mode).
+        wrap_index: Where its epochs start in the producer's (wrap mode; 0 otherwise): the
+            leading batches its last epoch needs after the producer's last.
         outbox: Messages queued for it, oldest first.
         held: Batches sent and not yet released.
         live: Live (not replayed) batches queued or held: its lag behind the producer.
@@ -65,6 +67,7 @@ class Peer:
     hello: dict | None = None
     welcomed: bool = False
     waiting_epoch: int | None = None
+    wrap_index: int = 0
     outbox: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     held: set[int] = field(default_factory=set)
     live: set[int] = field(default_factory=set)
@@ -174,7 +177,12 @@ def _record(entry: SendBatch | SendEndEpoch, store: BatchStore) -> tuple[bytes, 
     if isinstance(entry, SendBatch):
         batch = store[entry.seq]
         body = protocol.encode(
-            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=batch.layout
+            "batch",
+            seq=entry.seq,
+            epoch=batch.epoch,
+            index=batch.index,
+            layout=batch.layout,
+            segment=None,
         )
         return body, batch.fds
     return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), []

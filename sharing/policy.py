@@ -2,10 +2,11 @@
 
 A consumer that says hello is let in one of four ways (`protocol.JOIN_MODES`): ``start``
 (before the epoch's first batch), ``replay`` (the batches it missed are still held: it gets
-them first, then the live stream), ``wrap`` (its first epoch runs from where it joined into
-the producer's next epoch) or ``next_epoch`` (it waits for the next epoch); or it is refused
-with a reason. A consumer's epoch is never silently short: where neither replay nor a next
-epoch can make it whole, the join is refused.
+them first, then the live stream), ``wrap`` (each of its epochs runs from where it joined into
+the producer's next epoch; after the producer's last epoch, the batches its last epoch still
+needs are loaded for it alone) or ``next_epoch`` (it waits for the next epoch); or it is
+refused with a reason. A consumer's epoch is never silently short: where neither replay, a
+wrap nor a next epoch can make it whole, the join is refused.
 """
 
 from __future__ import annotations
@@ -109,13 +110,15 @@ def plan_join(position: Position, late_join: str) -> Join | Refusal:
             f"{where}; pass late_join='auto' or 'next_epoch', or give the producer more "
             "replay_batches",
         )
+    if late_join == "auto" and position.batches_per_epoch is not None:
+        return Join("wrap", epoch, index)
     if position.epochs is not None and epoch == position.epochs - 1:
+        unwrappable = " (the loader has no length, so an epoch cannot wrap)"
         return Refusal(
             "late_join",
             f"{where}, and this is the producer's last epoch (epochs={position.epochs}): "
-            f"late_join={late_join!r} needs a next epoch; join before the epoch starts, or "
+            f"late_join={late_join!r} needs a next epoch"
+            f"{unwrappable if late_join == 'auto' else ''}; join before the epoch starts, or "
             "give the producer more replay_batches or epochs",
         )
-    if late_join == "next_epoch" or position.batches_per_epoch is None:
-        return Join("next_epoch", epoch + 1, 0)
-    return Join("wrap", epoch, index)
+    return Join("next_epoch", epoch + 1, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import selectors
 import socket
 import threading
@@ -18,7 +19,7 @@ from sharing import lifetime, protocol
 from sharing.args import check_int
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
-from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, length
+from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import Peer, Peers, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
 from sharing.store import BatchStore, SharedBatch
@@ -29,6 +30,7 @@ log = logging.getLogger("sharing.producer")
 
 LATE_JOIN_MODES = protocol.LATE_JOIN_MODES  # kept importable from here for older callers
 _HELLO_TIMEOUT_S = 2.0
+_MAX_DETAIL_CHARS = 2000
 _LIVENESS_EVERY_S = 0.2
 
 
@@ -47,11 +49,19 @@ class Producer:
     A consumer that joins mid-epoch starts at once: if the batches it missed are still held
     for replay (the first ``replay_batches`` of each epoch are kept until the producer moves
     past them) it receives them first, then the live stream; otherwise, with
-    ``late_join="auto"``, its first epoch runs from where it joined into the next producer
-    epoch, which covers each sample exactly once when ``loader`` yields the same batches every
-    epoch. In the last epoch, where no next epoch follows, such a join is refused
-    (`LateJoinError`) rather than served short. Replay costs memory, not CPU:
+    ``late_join="auto"``, each of its epochs runs from where it joined into the next producer
+    epoch ("wrap"), which covers each sample exactly once when ``loader`` yields the same
+    batches every epoch (an unshuffled loader; a shuffled one gives each such epoch as many
+    batches, not the same samples). After the last epoch the producer loads the leading
+    batches that a wrapped consumer's last epoch still needs, for those consumers alone
+    (counted in `metrics` as ``batches_for_late_joiners``), so every consumer's stream ends
+    at the end of one of its epochs, however late it joined. Replay costs memory, not CPU:
     ``replay_batches`` batches.
+
+    The stream ends loudly: a consumer that asks for an epoch after the last raises
+    `StreamEnded`, one whose epoch the end cuts short (`stop`, a failing loader) raises
+    `SharingError`, and once `serve` returns, for whatever reason, every consumer is told and
+    disconnected at once and nothing listens at ``endpoint`` any more.
 
     Whatever a connected process sends, the worst it can cause is the loss of its own
     connection: malformed, oversized, unknown or out-of-order messages drop that peer.
@@ -68,6 +78,10 @@ class Producer:
             as many as fit in ``replay_bytes`` (and no more than one epoch).
         replay_bytes: Memory budget for replay when ``replay_batches`` is None. Default 256 MiB.
         wait_for: Consumers to wait for before the first batch. Default 1.
+        join_grace_s: Before the first batch, also wait until no consumer has said hello for
+            this long, so that consumers started within it of each other all start with the
+            stream's first batch (a shuffled loader's epochs are then exact for all of them).
+            Default 0.
         device: Move each batch to this device once before sharing it, e.g. "cuda": CUDA
             batches reach consumers as CUDA IPC handles (no copy; consumers must not modify
             them in place, as all share the same memory). Default None: as the loader gives.
@@ -89,6 +103,7 @@ class Producer:
         replay_batches: int | None = None,
         replay_bytes: int = 256 << 20,
         wait_for: int = 1,
+        join_grace_s: float = 0.0,
         device: str | torch.device | None = None,
         log_every_s: float = 30.0,
     ) -> None:
@@ -97,11 +112,15 @@ class Producer:
         check_int("replay_batches", replay_batches, 0, allow_none=True)
         check_int("replay_bytes", replay_bytes, 0)
         check_int("wait_for", wait_for, 1)
+        if not isinstance(join_grace_s, (int, float)) or not 0 <= join_grace_s < math.inf:
+            raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
         if not hasattr(loader, "__iter__"):
             raise ValueError(f"loader must be an iterable of batches, got {type(loader).__name__}")
         self.loader = loader
         self.endpoint = endpoint or endpoints.default_endpoint()
         self.epochs, self.max_lag, self.wait_for = epochs, max_lag, wait_for
+        self.join_grace_s = float(join_grace_s)
+        self._last_hello = -math.inf
         self.device = None if device is None else torch.device(device)
         self.log_every_s = log_every_s
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
@@ -117,13 +136,15 @@ class Producer:
         self._batches_per_epoch = length(loader)
         self._epoch, self._index, self._seq = 0, 0, 0
         self._pending: Any = None
-        self._loader_done = False
+        self._loader_done = False  # every epoch loaded (owed batches may follow)
+        self._owing = False  # owed batches for wrapped consumers are being loaded
+        self._listening = True
         self._closed = False
         self._pid = lifetime.opened(self)
         self._serving: threading.Thread | None = None  # the thread inside serve(), if any
         self._served = threading.Event()  # set while no thread is inside serve()
         self._served.set()
-        self._counters = {"produced": 0, "served": 0}
+        self._counters = {"produced": 0, "served": 0, "owed": 0}
         self._cpu_start = time.process_time()
 
     # ------------------------------------------------------------------ public API
@@ -151,11 +172,14 @@ class Producer:
         return len(self._peers)
 
     def metrics(self) -> dict[str, Any]:
-        """Batches produced and served, per-consumer lag, batches held, producer CPU s."""
+        """Batches produced and served (``batches_for_late_joiners``: those of the produced
+        that were loaded after the last epoch only for wrapped consumers), consumers, their
+        lag, batches held, producer CPU s."""
         welcomed = self._peers.active()
         return {
             "batches_produced": self._counters["produced"],
             "batches_served": self._counters["served"],
+            "batches_for_late_joiners": self._counters["owed"],
             "consumers": len(welcomed),
             "consumers_joined": self._peers.counts["joined"],
             "consumers_left": self._peers.counts["left"],
@@ -169,7 +193,10 @@ class Producer:
     def serve(self) -> None:
         """Serve until every epoch is delivered to the connected consumers, or `stop`.
 
-        SIGTERM received meanwhile (in the main thread) ends serving like `stop`.
+        SIGTERM received meanwhile (in the main thread) ends serving like `stop`. However it
+        returns, it first tells every consumer why the stream ended (finished, stopped, or the
+        loader's error), disconnects them and stops listening, so none waits on a producer
+        that no longer serves. A Producer serves once.
 
         Raises:
             ValueError: A batch cannot be shared (see the message).
@@ -185,6 +212,7 @@ class Producer:
         last_check = last_log = time.monotonic()
         self._serving = threading.current_thread()
         self._served.clear()
+        reason, detail = "stopped", ""
         try:
             while not self._finished():
                 for key, _ in selector.select(timeout=_LIVENESS_EVERY_S):
@@ -199,12 +227,18 @@ class Producer:
                 if now - last_log >= self.log_every_s:
                     log.info("metrics %s", self.metrics())
                     last_log = now
-            for peer in self._peers.active():  # their queued batches were all sent
-                peer.send_now("end")
+            if not self._stop.is_set():
+                reason = "finished"  # every queued batch was sent
+        except BaseException as error:
+            reason, detail = "failed", f"{type(error).__name__}: {error}"
+            raise
         finally:
             self._stop.set()
             self._loading.stop()
             try:
+                # Before anything that may wait (the loader's thread can be stuck in its
+                # loader): consumers must not wait on a producer that serves no more.
+                self._end_stream(reason, detail)
                 restore()
                 selector.close()
                 self._peers.selector = None
@@ -232,8 +266,7 @@ class Producer:
         self._loading.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
-        self._listener.close()
-        endpoints.unlink(self.endpoint)
+        self._stop_listening()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -246,6 +279,29 @@ class Producer:
 
     # ------------------------------------------------------------------ connections
 
+    def _end_stream(self, reason: str, detail: str) -> None:
+        """Tell every consumer that the stream ended and why (without waiting on any: one
+        whose socket is full learns it from the closed connection), disconnect them all, and
+        stop listening."""
+        if reason != "stopped":
+            log.log(logging.INFO if reason == "finished" else logging.ERROR,
+                    "stream %s%s", reason, f": {detail}" if detail else "")  # fmt: skip
+        end = protocol.encode("end", reason=reason, detail=detail[:_MAX_DETAIL_CHARS])
+        for peer in self._peers:
+            with contextlib.suppress(OSError):
+                if peer.welcomed:
+                    peer.sock.send(end, socket.MSG_DONTWAIT)
+                elif peer.hello is not None:
+                    peer.refuse(Refusal("finished", f"the producer's stream ended ({reason})"))
+        self._peers.close()
+        self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        if self._listening:
+            self._listening = False
+            self._listener.close()
+            endpoints.unlink(self.endpoint)
+
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # a wake-up is already pending, or closed
             self._wake_w.send(b"x")
@@ -253,7 +309,7 @@ class Producer:
     def _finished(self) -> bool:
         if self._stop.is_set():
             return True
-        return self._loader_done and all(not p.outbox for p in self._peers)
+        return self._loader_done and not self._owing and all(not p.outbox for p in self._peers)
 
     def _on_event(self, key: selectors.SelectorKey) -> None:
         if key.data == "accept":
@@ -277,6 +333,7 @@ class Producer:
         kind = message["type"]
         if kind == "hello" and peer.hello is None:
             peer.hello = message
+            self._last_hello = time.monotonic()
             if self._window is not None:
                 self._welcome(peer)
         elif kind == "release" and peer.welcomed:
@@ -322,6 +379,8 @@ class Producer:
             for seq in self._store.replayable(self._epoch, self._index):
                 self._store.ref(seq, peer.cid)
                 peer.enqueue(seq, live=False)
+        elif plan.mode == "wrap":
+            peer.wrap_index = plan.start_index
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)
 
     def _flush(self, peer: Peer) -> None:
@@ -342,12 +401,24 @@ class Producer:
             if isinstance(item, LoaderFailed):
                 raise item.error
             if isinstance(item, LoaderDone):
-                self._loader_done = True
+                self._loaded_all()
             elif isinstance(item, EpochEnd):
                 self._finish_epoch(item.epoch, item.batches)
-            elif isinstance(item, Loaded) and not self._place(item):
+            elif isinstance(item, (Loaded, Owed)) and not self._place(item):
                 return
             self._pending = None
+
+    def _loaded_all(self) -> None:
+        """Every epoch is loaded: load what wrapped consumers' last epochs still need, if
+        any, then end."""
+        if self._owing:  # the owed batches are loaded too
+            self._owing = False
+            return
+        self._loader_done = True
+        owed = max((peer.wrap_index for peer in self._peers.active()), default=0)
+        if owed:
+            self._owing = True
+            self._loading.complete(self._epoch, owed)
 
     def _first_batch(self, batch: Any) -> None:
         """Fix what the first batch determines, then answer the consumers waiting for it."""
@@ -358,13 +429,17 @@ class Producer:
             if peer.hello is not None and not peer.welcomed:
                 self._peers.guarded(peer, self._welcome)
 
-    def _place(self, item: Loaded) -> bool:
+    def _place(self, item: Loaded | Owed) -> bool:
         """Share a batch and queue it for consumers; False if it must wait."""
         epoch, index, batch = item
+        owed = isinstance(item, Owed)
         if self._window is None:
             self._first_batch(batch)
         active = self._peers.active()
-        if len(active) < (self.wait_for if self._seq == 0 else 1):
+        if self._seq == 0:
+            if len(active) < self.wait_for or self._in_grace():
+                return False
+        elif not active:
             return False
         if any(len(p.live) >= self.max_lag for p in active):
             return False
@@ -376,18 +451,26 @@ class Producer:
             raise ValueError(f"batch {index} of epoch {epoch}: {error}") from None
         seq = self._seq
         self._seq += 1
-        self._epoch, self._index = epoch, index + 1
         assert self._window is not None
-        takers = [p for p in active if p.waiting_epoch is None or p.waiting_epoch <= epoch]
+        if owed:
+            takers = [p for p in active if p.wrap_index > index]
+        else:
+            self._epoch, self._index = epoch, index + 1
+            takers = [p for p in active if p.waiting_epoch is None or p.waiting_epoch <= epoch]
         shared = SharedBatch(epoch, index, layout, fds, keep, nbytes(batch))
-        self._store.add(seq, shared, [p.cid for p in takers], retained=index < self._window)
+        retained = not owed and index < self._window
+        self._store.add(seq, shared, [p.cid for p in takers], retained=retained)
         for peer in takers:
             peer.waiting_epoch = None
             peer.enqueue(seq, live=True)
-        if index >= self._window:
+        if not retained:
             self._store.end_retention()
         self._counters["produced"] += 1
+        self._counters["owed"] += owed
         return True
+
+    def _in_grace(self) -> bool:
+        return time.monotonic() - self._last_hello < self.join_grace_s
 
     def _finish_epoch(self, epoch: int, count: int) -> None:
         if self._batches_per_epoch is None:

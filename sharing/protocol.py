@@ -17,6 +17,7 @@ from typing import Any
 from sharing.errors import ProtocolError
 
 __all__ = [
+    "END_REASONS",
     "JOIN_MODES",
     "LATE_JOIN_MODES",
     "MAX_DESCRIPTORS",
@@ -32,12 +33,15 @@ __all__ = [
     "short",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_INT = 2**63 - 1  # integers beyond +-MAX_INT are refused (no field needs them)
 LATE_JOIN_MODES = ("auto", "replay", "next_epoch")
 """A consumer's choices when it joins mid-epoch (its hello's ``late_join``)."""
 JOIN_MODES = ("start", "replay", "wrap", "next_epoch")
 """How a consumer was let in (its welcome's ``mode``)."""
+END_REASONS = ("finished", "stopped", "failed")
+"""Why a stream ended (its ``end`` message's ``reason``): every epoch was served, the producer
+was stopped (`Producer.stop`, SIGTERM, closing), or its loader raised (``detail`` says what)."""
 MAX_MESSAGE_BYTES = 64 << 10
 MAX_DESCRIPTORS = 253  # the kernel's limit per message (SCM_MAX_FD)
 
@@ -49,7 +53,8 @@ _STR = (str,)
 SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     # consumer -> producer
     "hello": {"version": _INT, "batch_size": _OPT_INT, "late_join": _STR, "pid": _INT},
-    "release": {"seq": _INT},
+    "release": {"seq": _INT},  # done with the batch: counts against max_lag no more
+    "free": {"seq": _INT},  # a pooled batch's memory is no longer referenced (may be reused)
     "leave": {},
     # producer -> consumer
     "welcome": {
@@ -60,9 +65,11 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
         "start_index": _INT,
         "mode": _STR,
     },
-    "batch": {"seq": _INT, "epoch": _INT, "index": _INT, "layout": (dict,)},
+    # segment: None (the descriptors sent hold the batch) or the id of a pooled segment (its
+    # descriptor comes with the first batch in it; later ones reuse the consumer's mapping)
+    "batch": {"seq": _INT, "epoch": _INT, "index": _INT, "layout": (dict,), "segment": _OPT_INT},
     "end_epoch": {"epoch": _INT, "batches": _INT},
-    "end": {},
+    "end": {"reason": _STR, "detail": _STR},
     "error": {"code": _STR, "reason": _STR},
 }
 

@@ -12,9 +12,16 @@ a network interface. What maps:
   consumers (and yields it; TensorSocket yields None), one ``for`` loop per epoch, at most
   ``len(data_loader)`` batches each; ``producer.join()`` ends serving once the consumers have
   received every batch handed over.
+- TensorSocket's start order (the producer first, its consumers later) works: the stream's
+  first batch waits until the first consumer has come and no other has said hello for
+  ``join_grace_s`` (3 s), so consumers started within a few seconds of each other all get
+  every epoch the producer's loop runs, whole.
 - ``rubber_band_pct`` sets the replay window: the first ``ceil(rubber_band_pct * len(loader))``
   batches of each epoch are kept, so a consumer joining within them gets the whole epoch;
-  a later one starts at once and wraps into the next epoch (see `Producer`).
+  a later one starts at once and wraps into the next epoch, and after the loop's last epoch
+  the batches its last epoch still needs are loaded from ``data_loader`` for it alone (see
+  `Producer`). A consumer that joins after the first epoch gets the epochs that remain, and a
+  loop after them raises `sharing.StreamEnded`.
 - ``consumer_max_buffer_size`` is ``max_lag``: how far the producer may run ahead of the
   slowest consumer.
 - A consumer's ``batch_size`` is any size (re-cut from the producer's batches); each ``for``
@@ -77,10 +84,13 @@ def _warn_unsupported(**given: Any) -> None:
 
 class _Handoff:
     """The loader the `Producer` iterates: per epoch, the batches the user's loop hands
-    over, until the loop marks the epoch's end."""
+    over, until the loop marks the epoch's end. After the user's last epoch, the batches that
+    wrapped late joiners still need come from the user's loader itself
+    (``completion_loader``)."""
 
-    def __init__(self, batches: int | None) -> None:
+    def __init__(self, batches: int | None, completion_loader: Any) -> None:
         self._batches = batches
+        self.completion_loader = completion_loader
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self.closed = threading.Event()
 
@@ -125,6 +135,7 @@ class TensorProducer:
         producer_batch_size: Ignored, with a warning.
         device: Where batches are shared from: "auto" (default, as TensorSocket: the GPU
             when one is present, else CPU shared memory), "cuda", "cpu" or None (as given).
+        join_grace_s: See `Producer`. Default 3.
 
     Raises:
         ValueError: A bad argument (the message names it).
@@ -142,6 +153,7 @@ class TensorProducer:
         producer_batch_size: int = _UNSET,
         *,
         device: str | None = "auto",
+        join_grace_s: float = 3.0,
     ) -> None:
         _warn_unsupported(
             heart_ports=heart_ports, pack_fn=pack_fn, producer_batch_size=producer_batch_size
@@ -155,10 +167,11 @@ class TensorProducer:
         self.epoch = 0
         self._batches = length(data_loader)
         replay = None if self._batches is None else math.ceil(rubber_band_pct * self._batches)
-        self._handoff = _Handoff(self._batches)
+        self._handoff = _Handoff(self._batches, data_loader)
         self._producer = Producer(
             self._handoff, endpoint=endpoint_for(port), epochs=None,
             max_lag=consumer_max_buffer_size, replay_batches=replay, device=device,
+            join_grace_s=join_grace_s,
         )  # fmt: skip
         self._error: BaseException | None = None
         self._serving = threading.Thread(target=self._serve, name="sharing-serve", daemon=True)

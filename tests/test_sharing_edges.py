@@ -13,7 +13,7 @@ import pytest
 import torch
 from sharing_checks import FORK, consume, id_batches, no_shm_left, start
 
-from sharing import Consumer, LateJoinError, Producer, SharingError, protocol
+from sharing import Consumer, LateJoinError, Producer, SharingError, StreamEnded, protocol
 from sharing.endpoint import default_endpoint, listen
 from sharing.layout import describe
 
@@ -49,7 +49,7 @@ def _join_late(endpoint, outcome, late_join, served):
     try:
         consumer = Consumer(endpoint, late_join=late_join)
         ids = [i for batch in consumer for i in batch["id"].tolist()]
-        outcome.put((late_join, f"received {len(ids)} samples"))
+        outcome.put((late_join, (consumer.mode, ids)))
     except LateJoinError as error:
         outcome.put((late_join, f"LateJoinError: {error}"))
 
@@ -71,7 +71,9 @@ class _Signalling:
             yield batch
 
 
-def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
+def test_a_late_join_in_the_last_epoch_wraps_onto_batches_loaded_for_it_alone():
+    """No next epoch follows the last: a wrapped joiner's epoch is completed by loading the
+    leading batches it missed once more, for it alone; next_epoch has nothing to wait for."""
     outcome, results, served = FORK.Queue(), FORK.Queue(), FORK.Event()
     # 20 batches, about 1 s: the late joiners connect after batch 3, well before the end
     source = _Signalling(id_batches(320, 16, delay_s=0.05), served, after=3)
@@ -82,10 +84,16 @@ def test_a_late_join_in_the_last_epoch_without_replay_is_refused_never_short():
         producer.serve()
         outcomes = dict(outcome.get(timeout=30) for _ in range(2))
         (_, _, epochs, _) = results.get(timeout=30)
+        metrics = producer.metrics()
     assert epochs == [list(range(320))]
-    for late_join in ("auto", "next_epoch"):
-        assert outcomes[late_join].startswith("LateJoinError"), outcomes
-        assert "last" in outcomes[late_join]
+    mode, ids = outcomes["auto"]
+    joined_at = ids[0]  # its epoch: from where it joined to the end, then the start again
+    assert mode == "wrap" and 0 < joined_at < 320 and joined_at % 16 == 0
+    assert ids == list(range(joined_at, 320)) + list(range(joined_at))
+    assert metrics["batches_for_late_joiners"] == joined_at // 16
+    assert metrics["batches_produced"] == 20 + joined_at // 16
+    assert outcomes["next_epoch"].startswith("LateJoinError"), outcomes
+    assert "last" in outcomes["next_epoch"]
 
 
 def _iterate_reporting(endpoint, outcome):
@@ -209,9 +217,9 @@ def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_c
         protocol.recv(sock)  # hello
         protocol.send(sock, "welcome", version=protocol.PROTOCOL_VERSION, consumer_id=0,
                       batches_per_epoch=1, epoch=0, start_index=0, mode="start")  # fmt: skip
-        protocol.send(sock, "batch", fds, seq=0, epoch=0, index=0, layout=layout)
+        protocol.send(sock, "batch", fds, seq=0, epoch=0, index=0, layout=layout, segment=None)
         protocol.send(sock, "end_epoch", epoch=0, batches=1)
-        protocol.send(sock, "end")
+        protocol.send(sock, "end", reason="finished", detail="")
         time.sleep(0.5)  # the consumer has released batch 0 by now; nobody reads it
         sock.close()
 
@@ -220,7 +228,8 @@ def test_a_producer_that_closes_with_our_releases_unread_still_ends_the_stream_c
     consumer = Consumer(endpoint)
     assert [b.tolist() for b in consumer] == [[0, 1, 2, 3]]
     server.join(10)
-    assert list(consumer) == []  # the end, not ProducerGone
+    with pytest.raises(StreamEnded, match="finished its stream after serving this consumer 1"):
+        list(consumer)  # the end, not ProducerGone
     listener.close()
 
 
@@ -322,3 +331,86 @@ print(next(iter(consumer)).tolist(), flush=True)
     assert (result.returncode, result.stdout.split("\n")[:2], result.stderr) == (
         0, ["[0.0, 0.0, 0.0, 0.0]", "loader closed"], ""
     )  # fmt: skip
+
+
+def test_loops_after_the_last_epoch_raise_instead_of_coming_back_empty():
+    """The issue's smallest case: 3 loops over a 1-epoch stream gave 40, 0, 0 and exit 0."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.arange(40)), batch_size=8)
+    with no_shm_left(), Producer(loader, epochs=1) as producer:
+        threading.Thread(target=producer.serve, daemon=True).start()
+        consumer = Consumer(producer.endpoint, batch_size=8)
+        assert sum(len(b) for (b,) in consumer) == 40
+        for _ in range(2):  # and again: an ended stream stays ended, loudly
+            with pytest.raises(StreamEnded, match=r"finished its stream.*1 whole epoch\b"):
+                sum(len(b) for (b,) in consumer)
+        consumer.leave()
+
+
+def test_a_second_producer_on_an_abstract_name_is_told_who_is_there():
+    with (
+        Producer([torch.arange(2)]) as first,
+        pytest.raises(OSError, match=f"another producer is already listening at {first.endpoint}"),
+    ):
+        Producer([torch.arange(2)], endpoint=first.endpoint)
+
+
+class _FailsAt:
+    """A loader whose batch ``at`` raises (a corrupt file, say), or blocks forever."""
+
+    def __init__(self, at, block=False):
+        self.at, self.block = at, block
+
+    def __len__(self):
+        return 50
+
+    def __iter__(self):
+        for index in range(50):
+            time.sleep(0.01)
+            if index == self.at:
+                if self.block:
+                    threading.Event().wait()
+                raise OSError(f"corrupt sample in batch {index}")
+            yield {"id": torch.arange(index * 4, index * 4 + 4)}
+
+
+def _iterate_timed(endpoint, outcome):
+    consumer = Consumer(endpoint)
+    received = 0
+    try:
+        for _ in consumer:
+            received += 1
+        outcome.put((received, "ended quietly", time.monotonic()))
+    except SharingError as error:
+        outcome.put((received, f"{type(error).__name__}: {error}", time.monotonic()))
+
+
+def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
+    outcome = FORK.Queue()
+    with no_shm_left(), Producer(_FailsAt(7), epochs=1, wait_for=2, max_lag=2) as producer:
+        for _ in range(2):
+            start(_iterate_timed, producer.endpoint, outcome)
+        with pytest.raises(OSError, match="corrupt sample in batch 7"):
+            producer.serve()
+        failed_at = time.monotonic()
+        outcomes = [outcome.get(timeout=30) for _ in range(2)]
+    for received, what, when in outcomes:
+        assert received <= 7 and what.startswith("SharingError"), what
+        assert "failed (OSError: corrupt sample in batch 7)" in what, what
+        assert when - failed_at < 5.0
+
+
+def test_consumers_learn_at_once_that_serving_ended_even_while_the_loader_is_stuck():
+    """serve() waits up to 10 s for a stuck loader's thread once it ends: the consumers must
+    not wait with it (they used to block until close() had waited too)."""
+    outcome = FORK.Queue()
+    with no_shm_left(), Producer(_FailsAt(5, block=True), epochs=1) as producer:
+        start(_iterate_timed, producer.endpoint, outcome)
+        threading.Timer(1.0, producer.stop).start()  # the loader is stuck in batch 5 by then
+        began = time.monotonic()
+        producer.serve()
+        received, what, when = outcome.get(timeout=30)
+        stopped_at = began + 1.0
+    assert received == 5 and what.startswith("SharingError") and "was stopped" in what, what
+    assert when - stopped_at < 5.0

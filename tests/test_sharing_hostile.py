@@ -22,7 +22,13 @@ pytestmark = pytest.mark.timeout(120)
 DEEP_NESTING = b"[" * 60_000
 HUGE_INTEGER = b'{"type":"release","seq":' + b"9" * 5_000 + b"}"
 HUGE_LATE_JOIN = json.dumps(
-    {"type": "hello", "version": 1, "batch_size": None, "late_join": "\u00e9" * 20_000, "pid": 1},
+    {
+        "type": "hello",
+        "version": protocol.PROTOCOL_VERSION,
+        "batch_size": None,
+        "late_join": "\u00e9" * 20_000,
+        "pid": 1,
+    },
     ensure_ascii=False,
 ).encode()  # 40 KB as sent; a refusal quoting it escapes each character to 6 bytes
 

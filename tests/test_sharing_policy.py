@@ -17,7 +17,13 @@ from sharing.policy import Join, Position, Refusal, check_hello, plan_join, repl
 from sharing.recut import recut
 from sharing.store import BatchStore, SharedBatch
 
-HELLO = {"type": "hello", "version": 1, "batch_size": None, "late_join": "auto", "pid": 1}
+HELLO = {
+    "type": "hello",
+    "version": protocol.PROTOCOL_VERSION,
+    "batch_size": None,
+    "late_join": "auto",
+    "pid": 1,
+}
 
 
 def at(epoch=0, index=0, window=3, batches=10, epochs=2, finished=False) -> Position:
@@ -35,6 +41,7 @@ def at(epoch=0, index=0, window=3, batches=10, epochs=2, finished=False) -> Posi
         (at(index=4, epochs=None), "auto", Join("wrap", 0, 4)),
         (at(epoch=1, index=0), "auto", Join("start", 1, 0)),
         (at(epoch=1, index=2), "replay", Join("replay", 1, 0)),  # last epoch, replayable
+        (at(epoch=1, index=4), "auto", Join("wrap", 1, 4)),  # last epoch: completed after it
     ],
 )
 def test_join_plans(position, late_join, expected):
@@ -45,7 +52,7 @@ def test_join_plans(position, late_join, expected):
     ("position", "late_join", "code", "words"),
     [
         (at(index=4), "replay", "late_join", "only the first 3"),
-        (at(epoch=1, index=4), "auto", "late_join", "last epoch"),
+        (at(epoch=1, index=4, batches=None), "auto", "late_join", "cannot wrap"),
         (at(epoch=1, index=4), "next_epoch", "late_join", "last epoch"),
         (at(epoch=2, index=0), "auto", "finished", "all its epochs"),
         (at(finished=True), "auto", "finished", "all its epochs"),

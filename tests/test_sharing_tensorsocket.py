@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -110,3 +111,68 @@ def test_the_shared_loader_needs_neither_pyzmq_nor_tensorsocket_nor_the_rest(mod
     result = subprocess.run(command, capture_output=True, text=True, env=_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+# TensorSocket's start order: the producer first, its consumers later (or the other way
+# round), within a few seconds. Offsets in seconds from the first start.
+START_ORDERS = {
+    "producer-first-consumers-3s-later": {"producer": 0.0, "8": 3.0, "16": 3.0},
+    "consumers-first": {"8": 0.0, "16": 0.0, "producer": 2.0},
+    "staggered": {"producer": 0.0, "8": 1.0, "16": 2.5},
+}
+
+
+@pytest.mark.parametrize("offsets", START_ORDERS.values(), ids=START_ORDERS.keys())
+def test_tensorsocket_start_order_gives_every_consumer_every_epoch_whole(tmp_path, offsets):
+    """A 2-worker DataLoader of 200 samples in batches of 8, 3 epochs of the producer's loop;
+    consumers of batch size 8 and 16 each loop 3 epochs with a 20 ms step."""
+    port = str(20000 + os.getpid() % 20000)
+    for name in ("loader_producer.py", "loader_consumer.py"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    run = {"cwd": tmp_path, "env": _env(), "stdout": subprocess.PIPE, "text": True}
+    commands = {
+        "producer": ["loader_producer.py", port, str(int(port) + 1)],
+        **{size: ["loader_consumer.py", port, str(int(port) + 1), size] for size in ("8", "16")},
+    }
+    processes, began = {}, time.monotonic()
+    with no_shm_left():
+        try:
+            for name, offset in sorted(offsets.items(), key=lambda item: item[1]):
+                time.sleep(max(0.0, began + offset - time.monotonic()))
+                processes[name] = subprocess.Popen([sys.executable, *commands[name]], **run)
+            outputs = {name: p.communicate(timeout=90)[0] for name, p in processes.items()}
+        finally:
+            for process in processes.values():
+                process.kill()
+    assert {name: p.returncode for name, p in processes.items()} == dict.fromkeys(offsets, 0)
+    assert outputs["producer"].splitlines()[-1] == "Finished"
+    for size in ("8", "16"):
+        assert outputs[size].splitlines() == [
+            *(f"Epoch {epoch}: 200 samples, 200 distinct, 0-199" for epoch in range(3)),
+            "Finished",
+        ], (size, outputs[size])
+
+
+def _one_epoch_then_more(port, results):
+    consumer = TensorConsumer(port, batch_size=4)
+    first = sum(len(labels) for _, labels in consumer)
+    try:
+        next(iter(consumer))
+        results.put((first, "a batch"))
+    except sharing.StreamEnded as error:
+        results.put((first, f"StreamEnded: {error}"))
+
+
+def test_a_drop_in_loop_after_the_last_epoch_raises_naming_the_epochs_served():
+    batches = [(torch.zeros(4, 2), torch.arange(i * 4, i * 4 + 4)) for i in range(5)]
+    port = f"end{os.getpid()}"
+    producer = TensorProducer(batches, port, join_grace_s=0.0)
+    results = FORK.Queue()
+    with no_shm_left():
+        start(_one_epoch_then_more, port, results)
+        assert len(list(producer)) == 5
+        producer.join()
+        first, after = results.get(timeout=30)
+    assert first == 20
+    assert after.startswith("StreamEnded") and "finished its stream" in after, after
+    assert "1 whole epoch" in after
