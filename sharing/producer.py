@@ -286,7 +286,10 @@ class Producer:
         if reason != "stopped":
             log.log(logging.INFO if reason == "finished" else logging.ERROR,
                     "stream %s%s", reason, f": {detail}" if detail else "")  # fmt: skip
-        end = protocol.encode("end", reason=reason, detail=detail[:_MAX_DETAIL_CHARS])
+        if len(detail) > _MAX_DETAIL_CHARS:  # a worker's traceback: its start and its end
+            cut = _MAX_DETAIL_CHARS // 4
+            detail = f"{detail[:cut]} [...] {detail[cut - _MAX_DETAIL_CHARS :]}"
+        end = protocol.encode("end", reason=reason, detail=detail)
         for peer in self._peers:
             with contextlib.suppress(OSError):
                 if peer.welcomed:
