@@ -5,7 +5,10 @@ N training processes ("consumers") each need the same batches. Modes, run side b
 * ``own``: every consumer runs its own DataLoader (``--workers`` worker processes each);
 * ``shared``: one `sharing.Producer` runs one DataLoader (``--workers`` workers) and serves
   every consumer through shared memory;
-* ``shared_recut``: the same, but each consumer asks for batches of ``--recut-batch`` (48)
+* ``shared_pool``: one `sharing.Producer.from_dataset` reads the dataset itself, its
+  ``--workers`` workers collating each batch straight into recycled shared-memory segments
+  that consumers keep mapped;
+* ``shared_recut``: as ``shared``, but each consumer asks for batches of ``--recut-batch`` (48)
   examples, which do not divide the producer's 64: batches inside one producer batch are
   views, those that span two are copied (here half of them). Its rate is counted in
   64-example batches, so it compares with ``shared``;
@@ -52,7 +55,7 @@ from experiments.procstat import TreeCpu
 FORK = mp.get_context("fork")
 ROLES = ("consumers", "consumer_loaders", "producer", "producer_loaders")
 TOUCH = True  # consumers read one value per page (main() sets it; trials are forked)
-MODES = ("own", "shared", "shared_recut", "tensorsocket", "tfdata_service")
+MODES = ("own", "shared", "shared_pool", "shared_recut", "tensorsocket", "tfdata_service")
 BATCH = 64
 
 
@@ -136,6 +139,17 @@ def shared_producer(dataset, workers, endpoint, consumers):
     with Producer(
         make_loader(dataset, workers), endpoint=endpoint, epochs=None, wait_for=consumers
     ) as producer:
+        producer.serve()
+
+
+def pool_producer(dataset, workers, endpoint, consumers):
+    from sharing import Producer
+
+    producer = Producer.from_dataset(
+        dataset, batch_size=BATCH, num_workers=workers, endpoint=endpoint, epochs=None,
+        wait_for=consumers,
+    )  # fmt: skip
+    with producer:
         producer.serve()
 
 
@@ -233,10 +247,11 @@ def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> 
         targets = [
             (own_consumer, (dataset, args.workers, count, report, i)) for i in range(consumers)
         ]
-    elif mode in ("shared", "shared_recut"):
+    elif mode in ("shared", "shared_pool", "shared_recut"):
         endpoint = f"unix:@bench-{os.getpid()}"
+        serve = pool_producer if mode == "shared_pool" else shared_producer
         helpers.append(
-            FORK.Process(target=shared_producer, args=(dataset, args.workers, endpoint, consumers))
+            FORK.Process(target=serve, args=(dataset, args.workers, endpoint, consumers))
         )
         size = args.recut_batch if mode == "shared_recut" else None
         targets = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingEr
 from sharing.layout import first_dim, map_storages, rebuild
 from sharing.protocol import LATE_JOIN_MODES
 from sharing.recut import recut
+from sharing.segment_views import SegmentViews
 
 __all__ = ["Consumer"]
 
@@ -30,7 +32,8 @@ class Consumer:
     Batches are zero-copy, copy-on-write views of the producer's shared memory: reading costs
     no copy, and modifying a batch in place changes only this consumer's pages. A batch's
     memory is never reused while this process holds it, so tensors may be kept as long as
-    needed; the producer is told the batch is done when the loop asks for the next one.
+    needed; the producer is told the batch is done when the loop asks for the next one (and,
+    for a producer's recycled segments, that its memory is free once no tensor of it is left).
 
     Args:
         endpoint: The producer's endpoint (``Producer.endpoint``).
@@ -88,6 +91,10 @@ class Consumer:
         self.epochs_done = 0
         self._closed = True  # until connected
         self._held: set[int] = set()
+        self._early: set[int] = set()  # pooled batches freed before they were released
+        # Sends come from the loop and from finalizers (which may run inside a send: reentrant)
+        self._lock = threading.RLock()
+        self._segments = SegmentViews(self._free)
         self._sock = endpoints.connect(endpoint, connect_timeout_s)
         self._closed = False
         self._pid = lifetime.opened(self)
@@ -153,7 +160,9 @@ class Consumer:
                 )
             if message["type"] == "error":
                 raise _refusal_error(message)
-            if message["type"] == "batch":
+            if message["type"] == "batch" and message["segment"] is not None:
+                message["maps"] = [self._segments.view(message["segment"], fds, message["seq"])]
+            elif message["type"] == "batch":
                 message["maps"] = map_storages(fds)
             else:
                 for fd in fds:
@@ -161,9 +170,25 @@ class Consumer:
             return message
 
     def _release(self, seq: int) -> None:
-        self._held.discard(seq)
-        with contextlib.suppress(OSError):  # a gone producer shows at the next receive
-            protocol.send(self._sock, "release", seq=seq)
+        with self._lock:
+            self._held.discard(seq)
+            self._send("release", seq=seq)
+            if seq in self._early:
+                self._early.discard(seq)
+                self._send("free", seq=seq)
+
+    def _free(self, seq: int) -> None:
+        """No view of pooled batch ``seq`` is left (called by its finalizer)."""
+        with self._lock:
+            if seq in self._held:
+                self._early.add(seq)  # told with its release, which must come first
+            else:
+                self._send("free", seq=seq)
+
+    def _send(self, kind: str, **fields: Any) -> None:
+        if not self._closed:
+            with contextlib.suppress(OSError):  # a gone producer shows at the next receive
+                protocol.send(self._sock, kind, **fields)
 
     # ------------------------------------------------------------------ iteration
 
@@ -278,11 +303,13 @@ class Consumer:
         """Leave: the producer stops serving this consumer at once (idempotent)."""
         if self._closed:
             return
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._sock.settimeout(1.0)
-            protocol.send(self._sock, "leave")
-        self._sock.close()
+        with self._lock:
+            with contextlib.suppress(OSError):
+                self._sock.settimeout(1.0)
+                protocol.send(self._sock, "leave")
+            self._closed = True
+            self._sock.close()
+            self._segments.close()
 
     close = leave
 

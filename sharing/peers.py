@@ -55,7 +55,10 @@ class Peer:
             leading batches its last epoch needs after the producer's last.
         outbox: Messages queued for it, oldest first.
         held: Batches sent and not yet released.
+        kept: Batches in recycled segments that it released but whose memory it still
+            references (freed by a ``free`` message).
         live: Live (not replayed) batches queued or held: its lag behind the producer.
+        segments: Recycled segments whose descriptor it has (sent once each).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
     """
@@ -70,7 +73,9 @@ class Peer:
     wrap_index: int = 0
     outbox: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     held: set[int] = field(default_factory=set)
+    kept: set[int] = field(default_factory=set)
     live: set[int] = field(default_factory=set)
+    segments: set[int] = field(default_factory=set)
     left: bool = False
     closed: bool = False
 
@@ -89,7 +94,7 @@ class Peer:
         sent = 0
         while self.outbox:
             entry = self.outbox[0]
-            body, fds = _record(entry, store)
+            body, fds = _record(entry, store, self.segments)
             try:
                 if fds:
                     socket.send_fds(self.sock, [body], fds)
@@ -100,15 +105,32 @@ class Peer:
             self.outbox.popleft()
             if isinstance(entry, SendBatch):
                 self.held.add(entry.seq)
+                segment = store[entry.seq].segment
+                if segment is not None:
+                    self.segments.add(segment)
                 sent += 1
         return sent
 
     def release(self, store: BatchStore, seq: int) -> bool:
-        """Let go of batch ``seq``; False if this consumer does not hold it."""
+        """This consumer is done with batch ``seq`` (it no longer counts in its lag); its
+        memory is let go of too, but for a batch in a recycled segment, which waits for
+        `free`. False if this consumer does not hold it."""
         if seq not in self.held:
             return False
         self.held.discard(seq)
         self.live.discard(seq)
+        if seq in store and store[seq].segment is not None:
+            self.kept.add(seq)
+        else:
+            store.unref(seq, self.cid)
+        return True
+
+    def free(self, store: BatchStore, seq: int) -> bool:
+        """This consumer references batch ``seq``'s recycled segment no more; False if it
+        had not released it."""
+        if seq not in self.kept:
+            return False
+        self.kept.discard(seq)
         store.unref(seq, self.cid)
         return True
 
@@ -117,10 +139,11 @@ class Peer:
         for entry in self.outbox:
             if isinstance(entry, SendBatch):
                 store.unref(entry.seq, self.cid)
-        for seq in self.held:
+        for seq in self.held | self.kept:
             store.unref(seq, self.cid)
         self.outbox.clear()
         self.held.clear()
+        self.kept.clear()
         self.live.clear()
 
     def messages(self) -> Iterator[dict]:
@@ -173,18 +196,18 @@ class Peer:
             protocol.send(self.sock, kind, **fields)
 
 
-def _record(entry: SendBatch | SendEndEpoch, store: BatchStore) -> tuple[bytes, list[int]]:
+def _record(
+    entry: SendBatch | SendEndEpoch, store: BatchStore, segments: set[int]
+) -> tuple[bytes, list[int]]:
+    """A queued entry's message and descriptors (a recycled segment's only the first time,
+    to a peer that has not got it: ``segments``)."""
     if isinstance(entry, SendBatch):
         batch = store[entry.seq]
         body = protocol.encode(
-            "batch",
-            seq=entry.seq,
-            epoch=batch.epoch,
-            index=batch.index,
-            layout=batch.layout,
-            segment=None,
-        )
-        return body, batch.fds
+            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=batch.layout,
+            segment=batch.segment,
+        )  # fmt: skip
+        return body, [] if batch.segment in segments else batch.fds
     return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), []
 
 

@@ -9,7 +9,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import Peer, Peers, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
+from sharing.pooled import PooledBatch, PooledLoader
 from sharing.store import BatchStore, SharedBatch
 
 __all__ = ["LATE_JOIN_MODES", "Producer"]
@@ -145,7 +146,65 @@ class Producer:
         self._served = threading.Event()  # set while no thread is inside serve()
         self._served.set()
         self._counters = {"produced": 0, "served": 0, "owed": 0}
+        self._pooled: PooledLoader | None = None  # from_dataset's loader, closed with us
         self._cpu_start = time.process_time()
+
+    @classmethod
+    def from_dataset(
+        cls,
+        dataset: Any,
+        *,
+        batch_size: int,
+        shuffle: bool = False,
+        sampler: Iterable[int] | None = None,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        worker_init_fn: Callable[[int], None] | None = None,
+        seed: int = 0,
+        prefetch_factor: int = 2,
+        multiprocessing_context: str | None = None,
+        **producer: Any,
+    ) -> Producer:
+        """A producer that reads a map-style ``dataset`` itself, its workers collating each
+        batch straight into a pool of recycled shared-memory segments that consumers keep
+        mapped (`sharing.pooled`, `sharing.segments`): no fresh memory per batch for the
+        workers to fault in, no descriptor handshake, no pages for consumers to map anew. A
+        segment is reused only once every consumer has let go of the batch in it, tensors
+        a consumer keeps included. Consumers and their guarantees are the same as with
+        ``Producer(DataLoader(dataset, ...))``.
+
+        Args:
+            dataset: Any object with ``__len__`` and ``__getitem__(int)``.
+            batch_size, shuffle, sampler, drop_last, num_workers, collate_fn,
+            worker_init_fn, prefetch_factor, multiprocessing_context: As DataLoader's (see
+                `sharing.pooled.PooledLoader`); ``shuffle`` draws each epoch's permutation
+                from ``(seed, epoch)``.
+            seed: Seeds the permutation and the workers. Default 0.
+            **producer: `Producer`'s other arguments (``epochs``, ``max_lag``, ...), but
+                ``device``: these batches are served from CPU memory.
+
+        Raises:
+            ValueError: A bad argument (the message names it).
+        """
+        if producer.get("device") is not None:
+            raise ValueError(
+                "from_dataset serves CPU memory; for device=..., serve "
+                "Producer(DataLoader(...), device=...)"
+            )
+        loader = PooledLoader(
+            dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+            drop_last=drop_last, num_workers=num_workers, collate_fn=collate_fn,
+            worker_init_fn=worker_init_fn, seed=seed, prefetch_factor=prefetch_factor,
+            multiprocessing_context=multiprocessing_context,
+        )  # fmt: skip
+        try:
+            instance = cls(loader, **producer)
+        except BaseException:
+            loader.close()
+            raise
+        instance._pooled = loader
+        return instance
 
     # ------------------------------------------------------------------ public API
 
@@ -187,6 +246,11 @@ class Producer:
             "lag": {c.cid: len(c.live) for c in welcomed},
             "batches_held": len(self._store),
             "bytes_held": self._store.nbytes,
+            **(
+                {"segments": len(self._pooled.pool), "segment_bytes": self._pooled.pool.nbytes}
+                if self._pooled is not None
+                else {}
+            ),
             "producer_cpu_s": time.process_time() - self._cpu_start,
         }
 
@@ -266,6 +330,8 @@ class Producer:
         self._loading.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
+        if self._pooled is not None:
+            self._pooled.close()
         self._stop_listening()
         self._wake_r.close()
         self._wake_w.close()
@@ -344,6 +410,9 @@ class Producer:
                 raise ProtocolError(
                     f"release of batch {message['seq']}, which this consumer does not hold"
                 )
+        elif kind == "free" and peer.welcomed:
+            if not peer.free(self._store, message["seq"]):
+                raise ProtocolError(f"free of batch {message['seq']}, which it has not released")
         elif kind == "leave" and peer.welcomed:
             peer.left = True
             self._peers.drop(peer, "left")
@@ -446,12 +515,7 @@ class Producer:
             return False
         if any(len(p.live) >= self.max_lag for p in active):
             return False
-        if self.device is not None:
-            batch = map_tensors(batch, lambda t: t.to(self.device))
-        try:
-            layout, fds, keep = describe(batch)
-        except TypeError as error:
-            raise ValueError(f"batch {index} of epoch {epoch}: {error}") from None
+        shared = self._share(batch, epoch, index)
         seq = self._seq
         self._seq += 1
         assert self._window is not None
@@ -460,7 +524,6 @@ class Producer:
         else:
             self._epoch, self._index = epoch, index + 1
             takers = [p for p in active if p.waiting_epoch is None or p.waiting_epoch <= epoch]
-        shared = SharedBatch(epoch, index, layout, fds, keep, nbytes(batch))
         retained = not owed and index < self._window
         self._store.add(seq, shared, [p.cid for p in takers], retained=retained)
         for peer in takers:
@@ -471,6 +534,23 @@ class Producer:
         self._counters["produced"] += 1
         self._counters["owed"] += owed
         return True
+
+    def _share(self, batch: Any, epoch: int, index: int) -> SharedBatch:
+        """``batch`` as consumers receive it (moved to ``device`` first, if set)."""
+        if isinstance(batch, PooledBatch):
+            assert self._pooled is not None
+            pool, sid = self._pooled.pool, batch.segment
+            return SharedBatch(
+                epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
+                on_drop=lambda: pool.release(sid),
+            )  # fmt: skip
+        if self.device is not None:
+            batch = map_tensors(batch, lambda t: t.to(self.device))
+        try:
+            layout, fds, keep = describe(batch)
+        except TypeError as error:
+            raise ValueError(f"batch {index} of epoch {epoch}: {error}") from None
+        return SharedBatch(epoch, index, layout, fds, keep, nbytes(batch))
 
     def _in_grace(self) -> bool:
         return time.monotonic() - self._last_hello < self.join_grace_s

@@ -3,7 +3,7 @@ while it is retained for replay, and dropped as soon as neither is true."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,9 @@ __all__ = ["BatchStore", "SharedBatch"]
 @dataclass
 class SharedBatch:
     """A batch as consumers receive it: its place in the stream, its layout and descriptors
-    (see `sharing.layout`), the tensors that keep its memory alive, and its size in bytes."""
+    (see `sharing.layout`), the tensors that keep its memory alive, and its size in bytes;
+    for a batch in a recycled segment, the segment's id and what gives the segment back once
+    the batch is dropped."""
 
     epoch: int
     index: int
@@ -23,6 +25,8 @@ class SharedBatch:
     nbytes: int
     refs: set[int] = field(default_factory=set)
     retained: bool = False
+    segment: int | None = None
+    on_drop: Callable[[], None] | None = None
 
 
 class BatchStore:
@@ -91,9 +95,14 @@ class BatchStore:
 
     def clear(self) -> None:
         """Drop every batch."""
-        self._batches.clear()
+        batches, self._batches = self._batches, {}
+        for batch in batches.values():
+            if batch.on_drop is not None:
+                batch.on_drop()
 
     def _drop_if_unused(self, seq: int) -> None:
         batch = self._batches[seq]
         if not batch.refs and not batch.retained:
             del self._batches[seq]
+            if batch.on_drop is not None:
+                batch.on_drop()
