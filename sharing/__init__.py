@@ -9,10 +9,15 @@ consumers map it copy-on-write. The socket carries only small schema-checked JSO
 and `Consumer` for the delivery guarantees, and `sharing.tensorsocket` for a drop-in
 replacement of TensorSocket's classes.
 
+`Producer.from_dataset` reads a map-style dataset itself, its workers collating each batch
+straight into recycled shared-memory segments that consumers keep mapped.
+
 Modules: `producer` and `consumer` (the API), `protocol` (messages), `endpoint` (sockets),
 `layout` (batches as shared storages), `policy` (who joins how), `store` (batch references
 and replay retention), `peers` (connections), `loading` (the loader thread), `recut`
-(consumer batch sizes), `lifetime` (what is left open is closed at exit, by its owner).
+(consumer batch sizes), `lifetime` (what is left open is closed at exit, by its owner),
+`pooled` (a dataset's batches in recycled segments), `segments` (the pool), `collate`
+(collating into a segment), `segment_views` (a consumer's mappings of segments).
 """
 
 from sharing.consumer import Consumer

@@ -186,7 +186,8 @@ class Consumer:
                 self._send("free", seq=seq)
 
     def _send(self, kind: str, **fields: Any) -> None:
-        if not self._closed:
+        # Not from a forked copy: its finalizers must not free what this process still uses.
+        if not self._closed and lifetime.owns(self._pid):
             with contextlib.suppress(OSError):  # a gone producer shows at the next receive
                 protocol.send(self._sock, kind, **fields)
 

@@ -65,3 +65,16 @@ def test_rerun_records_compares_with_records_another_workflow_run_trained(tmp_pa
         rerun_records.main(
             [str(same), "--trained-in", str(tmp_path / "missing"), "--out", str(out)]
         )
+
+
+def test_the_memory_benchmark_samples_both_producers(tmp_path):
+    from benchmarks import sharing_rss
+
+    out = tmp_path / "rss.csv"
+    rows = sharing_rss.main(
+        ["--out", str(out), "--consumers", "2", "--batches", "40", "--every-s", "0.1"]
+    )
+    assert out.exists() and {row["mode"] for row in rows} == set(sharing_rss.MODES)
+    for row in rows:
+        assert row["producer_rss_mb"] > 0 and row["batches_served"] >= 0
+    assert max(row["segments"] for row in rows if row["mode"] == "shared_pool") > 0
