@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import math
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -150,56 +151,39 @@ class Producer:
         self._cpu_start = time.process_time()
 
     @classmethod
-    def from_dataset(
-        cls,
-        dataset: Any,
-        *,
-        batch_size: int,
-        shuffle: bool = False,
-        sampler: Iterable[int] | None = None,
-        drop_last: bool = False,
-        num_workers: int = 0,
-        collate_fn: Callable[[list[Any]], Any] | None = None,
-        worker_init_fn: Callable[[int], None] | None = None,
-        seed: int = 0,
-        prefetch_factor: int = 2,
-        multiprocessing_context: str | None = None,
-        **producer: Any,
-    ) -> Producer:
+    def from_dataset(cls, dataset: Any, **kwargs: Any) -> Producer:
         """A producer that reads a map-style ``dataset`` itself, its workers collating each
         batch straight into a pool of recycled shared-memory segments that consumers keep
         mapped (`sharing.pooled`, `sharing.segments`): no fresh memory per batch for the
         workers to fault in, no descriptor handshake, no pages for consumers to map anew. A
         segment is reused only once every consumer has let go of the batch in it, tensors
         a consumer keeps included. Consumers and their guarantees are the same as with
-        ``Producer(DataLoader(dataset, ...))``.
+        ``Producer(DataLoader(dataset, ...))``::
+
+            Producer.from_dataset(dataset, batch_size=64, num_workers=4, epochs=10)
 
         Args:
             dataset: Any object with ``__len__`` and ``__getitem__(int)``.
-            batch_size, shuffle, sampler, drop_last, num_workers, collate_fn,
-            worker_init_fn, prefetch_factor, multiprocessing_context: As DataLoader's (see
-                `sharing.pooled.PooledLoader`); ``shuffle`` draws each epoch's permutation
-                from ``(seed, epoch)``.
-            seed: Seeds the permutation and the workers. Default 0.
-            **producer: `Producer`'s other arguments (``epochs``, ``max_lag``, ...), but
-                ``device``: these batches are served from CPU memory.
+            **kwargs: `sharing.pooled.PooledLoader`'s arguments, as DataLoader's
+                (``batch_size``, required; ``shuffle``, ``sampler``, ``drop_last``,
+                ``num_workers``, ``collate_fn``, ``worker_init_fn``, ``seed``,
+                ``prefetch_factor``, ``multiprocessing_context``), and `Producer`'s
+                (``epochs``, ``max_lag``, ...) but ``device``: these batches are served from
+                CPU memory.
 
         Raises:
             ValueError: A bad argument (the message names it).
+            TypeError: An argument neither takes, or no ``batch_size``.
         """
-        if producer.get("device") is not None:
+        if kwargs.get("device") is not None:
             raise ValueError(
                 "from_dataset serves CPU memory; for device=..., serve "
                 "Producer(DataLoader(...), device=...)"
             )
-        loader = PooledLoader(
-            dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
-            drop_last=drop_last, num_workers=num_workers, collate_fn=collate_fn,
-            worker_init_fn=worker_init_fn, seed=seed, prefetch_factor=prefetch_factor,
-            multiprocessing_context=multiprocessing_context,
-        )  # fmt: skip
+        own = inspect.signature(PooledLoader).parameters
+        loader = PooledLoader(dataset, **{k: kwargs.pop(k) for k in list(kwargs) if k in own})
         try:
-            instance = cls(loader, **producer)
+            instance = cls(loader, **kwargs)
         except BaseException:
             loader.close()
             raise
