@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from sharing.segment_views import SegmentViews
 __all__ = ["Consumer"]
 
 _POLL_S = 0.25
+_GRACE_S = 1e-4  # how long a stall must last before a batch is echoed (EchoOnStall's)
 
 
 class Consumer:
@@ -47,6 +49,12 @@ class Consumer:
             epoch that wraps into the producer's next epoch. "replay": replay or raise
             `LateJoinError`. "next_epoch": wait for the next epoch.
         connect_timeout_s: How long to wait for the producer's socket. Default 10.
+        echo_on_stall: Most uses of one fresh batch: while the producer's next batch is not
+            ready (after 0.1 ms), the latest is given again, so that a consumer faster than
+            the producer (or held back by a slower consumer's ``max_lag``) trains instead of
+            waiting; `EchoOnStall`'s rule, on the producer's batches (re-cut afterwards).
+            Fresh and echoed counts are exact (``fresh_examples``, ``echoed_examples``,
+            ``last_was_echo``). Default 1: never echo.
         timeout_s: Raise `TimeoutError` if no message arrives for this long while the
             producer is alive, the welcome included (it comes once the producer's first
             batch exists, which a cold loader may take long to make). Default None: wait as
@@ -58,6 +66,9 @@ class Consumer:
         epoch: Producer epoch of the latest batch.
         epochs_done: This consumer's epochs received whole (loops that ended at an epoch's
             end).
+        fresh_examples: Examples received from the producer and given to the loop.
+        echoed_examples: Examples given again by ``echo_on_stall``.
+        last_was_echo: Whether the latest producer batch given was an echo.
 
     Raises:
         ValueError: A bad argument, also one the producer rejects (e.g. ``batch_size``).
@@ -80,12 +91,17 @@ class Consumer:
         late_join: str = "auto",
         connect_timeout_s: float = 10.0,
         timeout_s: float | None = None,
+        echo_on_stall: int = 1,
     ) -> None:
         check_int("batch_size", batch_size, 1, allow_none=True)
+        check_int("echo_on_stall", echo_on_stall, 1)
         if late_join not in LATE_JOIN_MODES:
             raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
         endpoints.parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
+        self.echo_on_stall = echo_on_stall
+        self.fresh_examples = self.echoed_examples = 0
+        self.last_was_echo = False
         self._end: dict | None = None  # the stream's end message, once received
         self._lookahead: dict | None = None  # a message read ahead by `epochs`
         self.epochs_done = 0
@@ -169,7 +185,35 @@ class Consumer:
                     os.close(fd)
             return message
 
-    def _release(self, seq: int) -> None:
+    def _counted(self, stream: Iterator[tuple[int, Any]]) -> Iterator[tuple[int | None, Any]]:
+        """``stream``'s (seq, batch) pairs, counted, with ``echo_on_stall``'s echoes between
+        them as (None, batch)."""
+        latest, uses = None, 0
+        while True:
+            if latest is not None and uses < self.echo_on_stall and not self._ready():
+                uses += 1
+                self.echoed_examples += first_dim(latest) or 0
+                self.last_was_echo = True
+                yield None, latest
+                continue
+            try:
+                seq, latest = next(stream)
+            except StopIteration:
+                return
+            uses = 1
+            self.fresh_examples += first_dim(latest) or 0
+            self.last_was_echo = False
+            yield seq, latest
+
+    def _ready(self) -> bool:
+        """Whether the producer's next message is here (or comes within the grace)."""
+        if self._lookahead is not None:
+            return True
+        return bool(select.select([self._sock], [], [], _GRACE_S)[0])
+
+    def _release(self, seq: int | None) -> None:
+        if seq is None:  # an echo: its fresh batch was released already
+            return
         with self._lock:
             self._held.discard(seq)
             self._send("release", seq=seq)
@@ -286,13 +330,14 @@ class Consumer:
         if self._closed:
             raise SharingError("this Consumer has left; create a new one to rejoin")
         stream = self._producer_batches()
+        batches = self._counted(stream)
         try:
             if self.batch_size is None:
-                for seq, batch in stream:
+                for seq, batch in batches:
                     yield batch
                     self._release(seq)
             else:
-                yield from recut(stream, self.batch_size, self._release)
+                yield from recut(batches, self.batch_size, self._release)
         finally:
             stream.close()
             for seq in list(self._held):

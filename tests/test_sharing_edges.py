@@ -414,3 +414,35 @@ def test_consumers_learn_at_once_that_serving_ended_even_while_the_loader_is_stu
         stopped_at = began + 1.0
     assert received == 5 and what.startswith("SharingError") and "was stopped" in what, what
     assert when - stopped_at < 5.0
+
+
+def _train_reporting(endpoint, results, name, step_s, echo_on_stall):
+    consumer = Consumer(endpoint, echo_on_stall=echo_on_stall)
+    fresh_ids, steps, echoes = [], 0, 0
+    began = time.monotonic()
+    for batch in consumer:
+        steps += 1
+        echoes += consumer.last_was_echo
+        if not consumer.last_was_echo:
+            fresh_ids.extend(batch["id"].tolist())
+        time.sleep(step_s)
+    seconds = time.monotonic() - began
+    counts = (consumer.fresh_examples, consumer.echoed_examples)
+    results.put((name, fresh_ids, steps, echoes, counts, steps / seconds))
+
+
+def test_a_fast_consumer_echoes_while_a_slow_one_holds_the_producer_back():
+    """max_lag ties a fast consumer to the slowest: with echo_on_stall it trains on repeats
+    meanwhile (at most 4 uses of a fresh batch), never skipping or repeating fresh data."""
+    results = FORK.Queue()
+    with no_shm_left(), Producer(id_batches(30 * 8, 8), epochs=1, max_lag=2, wait_for=2) as p:
+        start(_train_reporting, p.endpoint, results, "slow", 0.03, 1)
+        start(_train_reporting, p.endpoint, results, "fast", 0.002, 4)
+        p.serve()
+        outcomes = {r[0]: r[1:] for r in (results.get(timeout=30) for _ in range(2))}
+    for name, (fresh_ids, steps, echoes, (fresh, echoed), _) in outcomes.items():
+        assert fresh_ids == list(range(240)) and fresh == 240, name  # every sample once
+        assert echoed == 8 * echoes and steps == 30 + echoes, name
+    assert outcomes["slow"][2] == 0  # echo is opt-in
+    fast_echoes = outcomes["fast"][2]
+    assert 30 <= fast_echoes <= 3 * 30  # it echoed while held back, at most 3 repeats each
