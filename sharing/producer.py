@@ -311,11 +311,11 @@ class Producer:
         # op while the interpreter finalizes aborts the process).
         if self._serving is not threading.current_thread():
             self._served.wait(timeout=10.0)
+        if self._pooled is not None:  # first: a worker stuck in the dataset holds no one up
+            self._pooled.close()
         self._loading.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
-        if self._pooled is not None:
-            self._pooled.close()
         self._stop_listening()
         self._wake_r.close()
         self._wake_w.close()
