@@ -340,12 +340,13 @@ class Producer:
             cut = _MAX_DETAIL_CHARS // 4
             detail = f"{detail[:cut]} [...] {detail[cut - _MAX_DETAIL_CHARS :]}"
         end = protocol.encode("end", reason=reason, detail=detail)
+        refusal = protocol.encode(
+            "error", code="finished", reason=f"the producer's stream ended ({reason})"
+        )
         for peer in self._peers:
-            with contextlib.suppress(OSError):
-                if peer.welcomed:
-                    peer.sock.send(end, socket.MSG_DONTWAIT)
-                elif peer.hello is not None:
-                    peer.refuse(Refusal("finished", f"the producer's stream ended ({reason})"))
+            if peer.welcomed or peer.hello is not None:
+                with contextlib.suppress(OSError):
+                    peer.sock.send(end if peer.welcomed else refusal, socket.MSG_DONTWAIT)
         self._peers.close()
         self._stop_listening()
 
