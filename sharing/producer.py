@@ -340,8 +340,12 @@ class Producer:
             cut = _MAX_DETAIL_CHARS // 4
             detail = f"{detail[:cut]} [...] {detail[cut - _MAX_DETAIL_CHARS :]}"
         end = protocol.encode("end", reason=reason, detail=detail)
+        how = {"finished": "finished its stream", "stopped": "was stopped"}.get(reason, reason)
         refusal = protocol.encode(
-            "error", code="finished", reason=f"the producer's stream ended ({reason})"
+            "error",
+            code="finished",
+            reason=f"the producer {how}{f' ({detail})' if detail else ''} before its first "
+            "batch reached this consumer",
         )
         for peer in self._peers:
             if peer.welcomed or peer.hello is not None:

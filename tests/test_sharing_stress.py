@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import threading
 import time
 
 import pytest
@@ -46,15 +47,20 @@ class _Samples(Dataset):
 def _serve(endpoint: str, fail_at: int | None, stop_after_s: float | None, report) -> None:
     loader = DataLoader(_Samples(fail_at), batch_size=64, num_workers=2)
     with Producer(loader, endpoint=endpoint, epochs=100, max_lag=4, wait_for=CONSUMERS) as p:
-        if stop_after_s is not None:
-            import threading
-
-            threading.Timer(stop_after_s, p.stop).start()
+        if stop_after_s is not None:  # counted from when every consumer has connected
+            threading.Thread(target=_stop_later, args=(p, stop_after_s), daemon=True).start()
         try:
             p.serve()
             report.put(("producer", "returned", time.monotonic()))
         except OSError as error:
             report.put(("producer", f"raised {error}", time.monotonic()))
+
+
+def _stop_later(producer: Producer, after_s: float) -> None:
+    while producer.connected() < CONSUMERS:
+        time.sleep(0.01)
+    time.sleep(after_s)
+    producer.stop()
 
 
 def _consume(endpoint: str, name: int, report) -> None:
@@ -64,7 +70,7 @@ def _consume(endpoint: str, name: int, report) -> None:
             for _batch in consumer:
                 pass
         report.put((name, "ended quietly", time.monotonic()))
-    except SharingError as error:
+    except (SharingError, ConnectionError) as error:  # the latter: a failure, reported
         report.put((name, f"{type(error).__name__}: {error}", time.monotonic()))
 
 
