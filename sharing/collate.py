@@ -29,7 +29,7 @@ class _Plan:
 
     def __init__(self) -> None:
         self.size = 0
-        self.writes: list[tuple[int, torch.dtype, list[int], Fill]] = []
+        self.writes: list[tuple[int, int, torch.dtype, list[int], Fill]] = []
 
     def tensor(self, dtype: torch.dtype, shape: list[int], fill: Fill) -> dict:
         """The layout of a ``dtype`` tensor of ``shape`` that ``fill`` writes."""
@@ -38,8 +38,9 @@ class _Plan:
         if count == 0:
             return {"t": "tensor", "dtype": name, "shape": shape, "storage": -1, "offset": 0}
         offset = -(-self.size // _ALIGN) * _ALIGN
-        self.size = offset + count * torch.empty((), dtype=dtype).element_size()
-        self.writes.append((offset, dtype, shape, fill))
+        nbytes = count * torch.empty((), dtype=dtype).element_size()
+        self.size = offset + nbytes
+        self.writes.append((offset, nbytes, dtype, shape, fill))
         return {"t": "tensor", "dtype": name, "shape": shape, "storage": 0, "offset": offset}
 
 
@@ -133,9 +134,7 @@ def collate_into(
         layout = _copy(collate_fn(list(samples)), plan, "collate_fn's batch")
     if plan.writes:
         memory = buffer(plan.size)
-        for offset, dtype, shape, fill in plan.writes:
-            count = int(np.prod(shape, dtype=np.int64))
-            size = count * torch.empty((), dtype=dtype).element_size()
-            raw = torch.frombuffer(memory, dtype=torch.uint8, count=size, offset=offset)
+        for offset, nbytes, dtype, shape, fill in plan.writes:
+            raw = torch.frombuffer(memory, dtype=torch.uint8, count=nbytes, offset=offset)
             fill(raw.view(dtype).view(shape))
     return layout, plan.size

@@ -20,15 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-__all__ = ["PAGE", "Segment", "SegmentPool", "grow", "round_up"]
-
-PAGE = mmap.PAGESIZE
-_ALIGN = 64  # every tensor in a segment starts at a multiple of this many bytes
-
-
-def round_up(size: int, to: int = PAGE) -> int:
-    """``size`` rounded up to a multiple of ``to``."""
-    return -(-size // to) * to
+__all__ = ["Segment", "SegmentPool", "grow"]
 
 
 def grow(fd: int, size: int) -> int:
@@ -36,7 +28,7 @@ def grow(fd: int, size: int) -> int:
     allocated now rather than at first touch; its size after."""
     have = os.fstat(fd).st_size
     if size > have:
-        size = round_up(size)
+        size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
         os.ftruncate(fd, size)
         os.posix_fallocate(fd, 0, size)
         return size
