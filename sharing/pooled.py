@@ -215,6 +215,7 @@ class PooledLoader:
         self.pool = SegmentPool()
         self._here = _Mapped()  # num_workers=0: the loader thread's own mappings
         self._workers: list[_Worker] = []
+        self._selector: selectors.BaseSelector | None = None  # over the workers' sockets
         self._epoch = 0
         self._next_task = 0
 
@@ -272,6 +273,7 @@ class PooledLoader:
     def _start_workers(self) -> None:
         if self._workers:
             return
+        self._selector = selectors.DefaultSelector()
         for worker_id in range(self.num_workers):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             for sock in (ours, theirs):
@@ -286,6 +288,7 @@ class PooledLoader:
             process.start()
             theirs.close()
             self._workers.append(_Worker(process, ours, set()))
+            self._selector.register(ours, selectors.EVENT_READ, worker_id)
 
     def _assign(self, worker: _Worker, task: int, segment: Segment, indices: list[int]) -> None:
         fresh = segment.sid not in worker.segments
@@ -318,10 +321,8 @@ class PooledLoader:
 
     def _receive(self, outstanding: dict[int, int], ready: dict[int, PooledBatch]) -> None:
         """Wait for one answer from any worker (checking they live)."""
-        with selectors.DefaultSelector() as selector:
-            for worker_id, worker in enumerate(self._workers):
-                selector.register(worker.sock, selectors.EVENT_READ, worker_id)
-            events = selector.select(_POLL_S)
+        assert self._selector is not None
+        events = self._selector.select(_POLL_S)
         if not events:
             self._check_alive()
         for key, _ in events:
@@ -376,5 +377,8 @@ class PooledLoader:
                 worker.process.join(2.0)
             worker.sock.close()
         self._workers.clear()
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
         self._here = _Mapped()
         self.pool.close()
