@@ -10,12 +10,20 @@ wall time to a declared target quality.
 
 The names above are imported on first use, so ``import experiments.study`` (the Snakefile's)
 or ``experiments.identity`` imports no torch.
+
+Importing the package sets the numerics mode's environment (`experiments.numerics.apply`:
+``ECHO_NUMERICS``, default ``portable``) before torch does any work, in this process and the
+processes it starts: training runs, Snakemake's jobs and SLURM's alike.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from experiments import numerics
+
+numerics.apply()
 
 __all__ = [
     "MOMENTUM",

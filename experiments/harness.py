@@ -32,7 +32,7 @@ import torch
 from tqdm import tqdm
 
 from echo.torch import EchoLoader
-from experiments import registry
+from experiments import numerics, registry
 from experiments.devices import describe, resolve_device, to_device
 from experiments.identity import RunOptions, RunSpec, identity_hash
 from experiments.pipeline import endless, workload_pipeline
@@ -108,6 +108,7 @@ class Run:
         self.eval_every = self.identity["budget"]["eval_every_fresh"]
         self.device = resolve_device(options.device)
         torch.set_num_threads(options.threads)
+        numerics.check()
         cls = registry.get(spec.workload)
         self.workload = cls(scale=spec.scale, data_dir=options.data_dir, hparams=self.hp)
         if spec.consume is not None:
@@ -296,6 +297,7 @@ class Run:
             "timing": self.meter.summary(total_s),
             "device": describe(self.device),
             "machine": machine(),
+            "numerics": numerics.stamp(),
             "threads": self.config.options.threads,
             "versions": package_versions(),
             "git_revision": git_revision(Path(__file__).parent),

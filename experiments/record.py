@@ -58,23 +58,38 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def machine() -> dict[str, Any]:
-    """The CPU a run trained on: model name, torch's CPU capability, CPU count, platform.
+_VECTOR_ISAS = (
+    ("AVX512", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+    ("AVX2", {"avx2", "fma"}),
+    ("AVX", {"avx"}),
+    ("SSE4_2", {"sse4_2"}),
+)
+"""The vector instruction sets torch's kernels distinguish, widest first, with the
+/proc/cpuinfo flags each needs."""
 
-    Records name it because floating point differs between CPU types: the same seed gives
-    the same record on the same machine, not across machines.
+
+def machine() -> dict[str, Any]:
+    """The CPU a run trained on: model name, its widest vector instruction set, the one
+    torch's CPU kernels use, CPU count, platform.
+
+    Records name it because floating point differs between CPU types unless the numerics
+    mode pins it (`experiments.numerics`).
     """
     import torch
 
-    model = None
+    model, flags = None, set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model is None:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
     capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
+    widest = next((name for name, needs in _VECTOR_ISAS if needs <= flags), None)
     return {
         "cpu_model": model or platform.processor() or None,
+        "cpu_vector_isa": widest,
         "cpu_capability": capability,
         "cpus": os.cpu_count() or 1,
         "platform": platform.platform(),

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# The numerics mode's environment is set before any test does tensor work, so training runs
+# in this process run in it (experiments.numerics.check refuses them otherwise).
+import experiments  # noqa: F401
+
 # TensorFlow's C++ start-up banner drowns pytest's output; errors still show.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
