@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from echo.torch import EchoLoader, build_pipeline
+from echo.torch import EchoLoader, PipelineSettings, build_pipeline
 from experiments.upstream import UpstreamCost, timed_stages
 from experiments.workload import Workload
 
@@ -38,11 +38,8 @@ def workload_pipeline(
     *,
     seed: int,
     upstream: UpstreamCost | None = None,
-    num_workers: int = 0,
-    point: str | None = None,
-    factor: float = 1.0,
-    shuffle_buffer: int = 0,
     pin_memory: bool = False,
+    **settings: Any,
 ) -> EchoLoader:
     """The training pipeline of ``workload`` (its ``self.hp`` gives the batch size).
 
@@ -50,17 +47,18 @@ def workload_pipeline(
         workload: The workload instance of the run.
         seed: Seeds the data order, augmentation and echo draws.
         upstream: Simulated upstream cost. Default None: none.
-        num_workers: DataLoader worker processes. Default 0.
-        point: Echo insertion point, or None for no echo stage. Default None.
-        factor: Echo factor. Default 1.
-        shuffle_buffer: Shuffle buffer after the echo stage. Default 0.
         pin_memory: Pin batches for a CUDA device. Default False.
+        **settings: The other fields of the pipeline's `echo.torch.PipelineSettings` by
+            name (``point``, ``factor``, ``shuffle_buffer``, ``num_workers`` ...), with its
+            defaults (no echo stage, one process).
 
     Returns:
         An `echo.torch.EchoLoader` of `experiments.upstream.TimedBatch` objects.
 
     Raises:
-        TypeError: The workload's ``read`` breaks the contract (see `read_split`).
+        TypeError: The workload's ``read`` breaks the contract (see `read_split`), or a
+            setting is not a field of `echo.torch.PipelineSettings`.
+        ValueError: A bad setting (as `echo.torch.PipelineSettings` says).
     """
     batch_size = workload.hp["batch_size"]
     read, augment, collate = timed_stages(
@@ -70,18 +68,8 @@ def workload_pipeline(
         upstream or UpstreamCost(),
         batch_size,
     )
-    return build_pipeline(
-        read,
-        augment,
-        collate,
-        point=point,
-        factor=factor,
-        shuffle_buffer=shuffle_buffer,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        seed=seed,
-        pin_memory=pin_memory,
-    )
+    pipeline = PipelineSettings(batch_size=batch_size, seed=seed, **settings)
+    return build_pipeline(read, augment, collate, settings=pipeline, pin_memory=pin_memory)
 
 
 def endless(loader: Iterable[Any]) -> Iterator[Any]:

@@ -215,6 +215,27 @@ def test_settings_are_one_frozen_dataclass(num_workers):
         loader.settings.factor = 3.0
 
 
+def test_a_settings_object_builds_the_same_pipeline_as_its_fields_by_name():
+    from echo.torch import PipelineSettings
+
+    fields = {"point": "before_augment", "factor": 1.5, "shuffle_buffer": 4, "batch_size": 4}
+    by_name = build_pipeline(read_ids(24), tag_augment, seed=7, **fields)
+    settings = PipelineSettings(seed=7, **fields)
+    given = build_pipeline(read_ids(24), tag_augment, settings=settings, pin_memory=False)
+    assert given.settings == by_name.settings == settings
+    assert [b.tolist() for b in given] == [b.tolist() for b in by_name]
+    assert given.fresh_examples == by_name.fresh_examples == 24
+
+
+def test_a_setting_beside_a_settings_object_or_no_batch_size_is_refused():
+    from echo.torch import PipelineSettings
+
+    with pytest.raises(ValueError, match=r"\['factor'\] given beside settings="):
+        build_pipeline(read_ids(4), settings=PipelineSettings(batch_size=2), factor=2.0)
+    with pytest.raises(TypeError, match="batch_size"):
+        build_pipeline(read_ids(4), point="after_batch")
+
+
 def test_numpy_integers_are_accepted_like_python_ones():
     args = {"shuffle_buffer": np.int64(2), "batch_size": np.int64(4), "seed": np.int32(1)}
     loader = build_pipeline(read_ids(8), point="after_augment", factor=np.int64(2), **args)

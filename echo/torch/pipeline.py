@@ -36,34 +36,39 @@ _LOADER_OPTIONS = ("pin_memory", "prefetch_factor", "multiprocessing_context", "
 
 @dataclasses.dataclass(frozen=True)
 class PipelineSettings:
-    """The settings of one `build_pipeline` pipeline, checked once when built.
+    """The settings of one `build_pipeline` pipeline, checked once when made: the one place
+    that states their defaults.
 
     Attributes:
         batch_size: Examples per collated batch (an int >= 1).
-        point: Echo insertion point. Default None: no echo.
-        factor: Echo factor. Default 1.0.
-        shuffle_buffer: Items in the shuffle buffer after the echo. Default 0.
+        point: Echo insertion point (an `EchoPoint` or its string, kept as the `EchoPoint`).
+            Default None: no echo.
+        factor: Echo factor in ``[1, MAX_FACTOR]`` (fractional allowed). Default 1.0.
+        shuffle_buffer: Shuffle buffer after the echo stage, in items at that point
+            (examples, or batches for ``after_batch``). Default 0.
         num_workers: DataLoader worker processes. Default 0.
         seed: Seeds the source order, augmentation and echo draws. Default 0.
         shuffle: Read a sized source in a new seeded order each epoch. Default True.
-        drop_last: Drop each worker's final partial batch. Default False.
-        rank: This process's distributed rank. Default 0.
-        world_size: Number of distributed processes. Default 1.
+        drop_last: Drop each worker's final partial batch (one per worker). Default False.
+        rank: This process's distributed rank. Default None: ``torch.distributed``'s when a
+            process group is initialised when the settings are made, else 0. Each rank reads
+            its padded share of a sized source (like ``DistributedSampler``).
+        world_size: Number of distributed processes. Default None (see ``rank``).
 
     Raises:
         ValueError: A bad field; the message names it and what is valid.
     """
 
     batch_size: int
-    point: EchoPoint | None = None
+    point: EchoPoint | str | None = None
     factor: float = 1.0
     shuffle_buffer: int = 0
     num_workers: int = 0
     seed: int = 0
     shuffle: bool = True
     drop_last: bool = False
-    rank: int = 0
-    world_size: int = 1
+    rank: int | None = None
+    world_size: int | None = None
 
     def __post_init__(self) -> None:
         point = None if self.point is None else EchoPoint.parse(self.point)
@@ -90,6 +95,9 @@ class PipelineSettings:
         """Names a random stream of this rank: rank 0 draws exactly as a single process does,
         other ranks add their rank."""
         return parts if self.rank == 0 else (*parts, "rank", self.rank)
+
+
+_SETTINGS = tuple(field.name for field in dataclasses.fields(PipelineSettings))
 
 
 class _Tagged(NamedTuple):
@@ -323,17 +331,8 @@ def build_pipeline(
     augment: Augment | None = None,
     collate: Collate | None = None,
     *,
-    point: EchoPoint | str | None = None,
-    factor: float = 1.0,
-    shuffle_buffer: int = 0,
-    batch_size: int,
-    num_workers: int = 0,
-    seed: int = 0,
-    shuffle: bool = True,
-    drop_last: bool = False,
-    rank: int | None = None,
-    world_size: int | None = None,
-    **loader_options: Any,
+    settings: PipelineSettings | None = None,
+    **options: Any,
 ) -> EchoLoader:
     """Build read -> [echo] -> augment -> [echo] -> collate -> [echo], echo at ``point``.
 
@@ -352,44 +351,35 @@ def build_pipeline(
             ``num_workers=0`` it is swapped in only while a batch is made, so training's own
             torch draws are unaffected. Default: identity.
         collate: ``collate(list_of_examples) -> batch``. Default: torch's `default_collate`.
-        point: Echo insertion point (`EchoPoint` or its string). Default None: no echo.
-        factor: Echo factor in ``[1, MAX_FACTOR]`` (fractional allowed). Default 1.0.
-        shuffle_buffer: Shuffle buffer after the echo stage, in items at that point
-            (examples, or batches for ``after_batch``). Default 0.
-        batch_size: Examples per collated batch.
-        num_workers: DataLoader worker processes. Default 0.
-        seed: Seeds the source order, augmentation and echo draws. Default 0.
-        shuffle: Read a sized source in a new seeded order each epoch. Default True.
-        drop_last: Drop each worker's final partial batch (one per worker). Default False.
-        rank: This process's distributed rank. Default None: from ``torch.distributed`` when
-            a process group is initialised, else 0. Each rank reads its padded share of a
-            sized source (like ``DistributedSampler``).
-        world_size: Number of distributed processes. Default None (see ``rank``).
-        **loader_options: Passed to the DataLoader: ``pin_memory``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``timeout``.
+        settings: The pipeline's `PipelineSettings`. Default None: made from ``options``.
+        **options: Without ``settings``, its fields by name: ``batch_size`` (required),
+            ``point``, ``factor``, ``shuffle_buffer``, ``num_workers``, ``seed``, ``shuffle``,
+            ``drop_last``, ``rank``, ``world_size`` (see `PipelineSettings` for each one's
+            meaning and default). Also, passed to the DataLoader: ``pin_memory``,
+            ``prefetch_factor``, ``multiprocessing_context``, ``timeout``.
 
     Returns:
         An `EchoLoader`.
 
     Raises:
-        ValueError: A bad argument; the message names it and what is valid.
+        ValueError: A bad argument, or a setting given both in ``settings`` and by name; the
+            message names it and what is valid.
+        TypeError: Neither ``settings`` nor ``batch_size`` is given.
     """
-    rank, world_size = resolve_rank(rank, world_size)
-    settings = PipelineSettings(
-        batch_size=batch_size,
-        point=point,  # type: ignore[arg-type]
-        factor=factor,
-        shuffle_buffer=shuffle_buffer,
-        num_workers=num_workers,
-        seed=seed,
-        shuffle=shuffle,
-        drop_last=drop_last,
-        rank=rank,
-        world_size=world_size,
-    )
+    given = {name: value for name, value in options.items() if name in _SETTINGS}
+    loader_options = {name: value for name, value in options.items() if name not in _SETTINGS}
+    if settings is None:
+        if "batch_size" not in given:
+            raise TypeError("build_pipeline needs batch_size= (or settings=PipelineSettings(...))")
+        settings = PipelineSettings(**given)
+    elif given:
+        raise ValueError(f"{sorted(given)} given beside settings=; set them in the settings")
     unknown = sorted(set(loader_options) - set(_LOADER_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown loader option(s) {unknown}; valid: {list(_LOADER_OPTIONS)}")
+        raise ValueError(
+            f"unknown option(s) {unknown}; valid: the settings {list(_SETTINGS)} and the "
+            f"loader options {list(_LOADER_OPTIONS)}"
+        )
     check_source(read, "read")
     stages = _ExampleStages(read, augment or _identity, collate or default_collate, settings)
     return EchoLoader(stages, settings, loader_options)
