@@ -1,18 +1,21 @@
 """What the Transformer language-model workloads share: BPE windows as examples (HF
 ``tokenizers``, wrapped as a ``transformers`` tokenizer), a ``transformers`` causal LM
 (`experiments.models.transformer_lm.CausalLM`), AdamW (or the ``optimizer`` hyper-parameter's
-choice, `experiments.optimizers`), next-token cross-entropy. A subclass only says where its
-text comes from (`LanguageModelWorkload.texts`) and declares its targets, hyper-parameters and
-budgets.
+choice, `experiments.optimizers`), next-token cross-entropy, the search spaces, and the
+hyper-parameters and budgets but for what `lm_hparams` and `lm_budgets` take. A subclass
+names its corpora (`LanguageModelWorkload.corpora`, `LanguageModelWorkload.cpu_documents`,
+`LanguageModelWorkload.paper_documents`) and declares its targets.
 
 Hyper-parameters used here: ``context``, ``d_model``, ``layers``, ``heads``, ``vocab_size``,
 ``eval_windows``, ``lr``, ``momentum`` (AdamW's beta1), ``weight_decay``, and where given
-``optimizer`` and ``schedule`` with its parameters.
+``optimizer`` and ``schedule`` with its parameters; at paper scale ``max_train_files`` and
+``bpe_train_files``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -23,9 +26,71 @@ from experiments.data.hf import HUB
 from experiments.data.text import bpe_tokenizer, token_windows
 from experiments.models.transformer_lm import CausalLM
 from experiments.optimizers import build_optimizer
-from experiments.workload import Workload
+from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Workload
 
-__all__ = ["LanguageModelWorkload"]
+__all__ = ["HELD_OUT_EVERY", "LanguageModelWorkload", "lm_budgets", "lm_hparams"]
+
+HELD_OUT_EVERY = 10
+"""At cpu scale every 10th document of the corpus is held out for evaluation."""
+
+
+def lm_hparams(max_train_files: int) -> dict[str, dict[str, Any]]:
+    """The language models' ``default_hparams``, the same at each scale but for one number.
+
+    Args:
+        max_train_files: At paper scale, how many of the corpus's training files are read.
+
+    Returns:
+        ``{scale: {name: default}}`` for ``cpu`` and ``paper``.
+    """
+    return {
+        "cpu": {
+            "batch_size": 32,
+            "lr": 5e-3,
+            "momentum": 0.9,
+            "weight_decay": 0.01,
+            "context": 64,
+            "d_model": 64,
+            "layers": 2,
+            "heads": 4,
+            "vocab_size": 1024,
+            "eval_windows": 256,
+        },
+        "paper": {
+            # Batch 1024, Nesterov momentum at a constant rate (a secondary summary of the
+            # paper's v3). Not from the paper's text: the rate, and no weight decay (AdamW's
+            # decoupled 0.01 would, as SGD's L2 term, shrink the weights by lr * 0.01 a step).
+            "batch_size": 1024,
+            "lr": 0.1,
+            "momentum": 0.9,
+            "weight_decay": 0.0,
+            "optimizer": "nesterov",
+            "schedule": "constant",
+            "context": 128,
+            "d_model": 512,
+            "layers": 6,
+            "heads": 8,
+            "vocab_size": 32000,
+            "eval_windows": 4096,
+            "max_train_files": max_train_files,
+            "bpe_train_files": 1,
+        },
+    }
+
+
+def lm_budgets(reference_fresh: int) -> dict[str, Budget]:
+    """The language models' ``budgets``, the same at each scale but for one number.
+
+    Args:
+        reference_fresh: The cpu scale's `Budget.reference_fresh`, measured per workload.
+
+    Returns:
+        ``{scale: Budget}`` for ``cpu`` and ``paper``.
+    """
+    return {
+        "cpu": Budget(max_fresh=40_000, eval_every_fresh=1_600, reference_fresh=reference_fresh),
+        "paper": Budget(max_fresh=50_000_000, eval_every_fresh=500_000),
+    }
 
 
 class LanguageModelWorkload(Workload):
@@ -35,15 +100,63 @@ class LanguageModelWorkload(Workload):
     followed by ``<eos>``), tokenized with a byte-level BPE trained on the training text and
     cached in the cache folder; no augmentation. ``evaluate`` reports the mean next-token
     cross-entropy (nats per token) on the first ``eval_windows`` held-out windows.
+
+    Class attributes a subclass sets, besides ``targets``, ``description``, and
+    ``default_hparams`` and ``budgets`` from `lm_hparams` and `lm_budgets`:
+        corpora: ``{scale: name}``: the corpus's name, which names its cached BPE
+            (``<name>_bpe_<vocab_size>``).
+        paper_held_out: The paper corpus's held-out split, as `paper_documents` names it.
+
+    and the two readers `cpu_documents` and `paper_documents`.
     """
+
+    # What the protocol study tunes (experiments.search): the learning rate log-uniform over
+    # 1/5 to 5 times the default (at paper scale 1/10 to 10 times: its rate for Nesterov
+    # momentum is a guess), and 1 - momentum log-uniform (momentum 0.5 to 0.98). A constant
+    # rate has no schedule parameter to tune.
+    search_spaces: ClassVar[dict[str, SearchSpace]] = {
+        "cpu": SearchSpace({"lr": Dimension(1e-3, 2.5e-2), "momentum": MOMENTUM}),
+        "paper": SearchSpace({"lr": Dimension(0.01, 1.0), "momentum": MOMENTUM}),
+    }
+    corpora: ClassVar[dict[str, str]] = {}
+    paper_held_out: ClassVar[str] = ""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._windows: dict[str, np.ndarray] = {}
 
-    def texts(self) -> tuple[list[str], list[str], list[str], str]:
-        """``(training texts, held-out texts, BPE training texts, cache name)``."""
+    def cpu_documents(self, cache: Path) -> list[str]:
+        """Every document of the cpu-scale corpus, in a fixed order.
+
+        Args:
+            cache: The cache folder to acquire the corpus into.
+        """
         raise NotImplementedError
+
+    def paper_documents(self, split: str, max_files: int) -> list[str]:
+        """The documents of the paper corpus's ``split`` read from ``self.data_dir``.
+
+        Args:
+            split: ``"train"`` or `paper_held_out`.
+            max_files: Read the first ``max_files`` files of the split only.
+        """
+        raise NotImplementedError
+
+    def texts(self) -> tuple[list[str], list[str], list[str], str]:
+        """``(training texts, held-out texts, BPE training texts, corpus name)``.
+
+        At paper scale: the first ``max_train_files`` training files, the first held-out
+        file, the BPE trained on the first ``bpe_train_files`` training files. At cpu scale:
+        every `HELD_OUT_EVERY`-th document held out, the BPE trained on the others.
+        """
+        if self.scale == "paper":
+            train = self.paper_documents("train", self.hp["max_train_files"])
+            bpe = self.paper_documents("train", self.hp["bpe_train_files"])
+            held_out = self.paper_documents(self.paper_held_out, 1)
+            return train, held_out, bpe, self.corpora["paper"]
+        documents = self.cpu_documents(cache_dir(self.data_dir))
+        train = [d for i, d in enumerate(documents) if i % HELD_OUT_EVERY]
+        return train, documents[::HELD_OUT_EVERY], train, self.corpora["cpu"]
 
     def _prepare(self) -> None:
         train, held_out, bpe_text, name = self.texts()

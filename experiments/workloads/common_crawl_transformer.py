@@ -8,17 +8,19 @@ Crawl text).
 * ``paper`` scale: a 6-layer Transformer on C4 (cleaned Common Crawl) shards read from
   ``--data-dir``.
 
-The pipeline, model and metric are `experiments.language_model.LanguageModelWorkload`'s.
+The pipeline, model, metric, search spaces and the rest of the hyper-parameters and budgets
+are `experiments.language_model.LanguageModelWorkload`'s.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from experiments.data.c4 import load_c4
-from experiments.data.cache import cache_dir
 from experiments.data.shakespeare import acquire_shakespeare, read_shakespeare
-from experiments.language_model import LanguageModelWorkload
+from experiments.language_model import LanguageModelWorkload, lm_budgets, lm_hparams
 from experiments.registry import register
-from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Target
+from experiments.workload import Target
 
 __all__ = ["CommonCrawlTransformer"]
 
@@ -33,58 +35,15 @@ class CommonCrawlTransformer(LanguageModelWorkload):
         # Not verified against the paper's text.
         "paper": Target("cross_entropy", 4.0, "min"),
     }
-    # What the protocol study tunes (experiments.search): the learning rate log-uniform over
-    # 1/5 to 5 times the default (at paper scale 1/10 to 10 times: its rate for Nesterov
-    # momentum is a guess), and 1 - momentum log-uniform (momentum 0.5 to 0.98). A constant
-    # rate has no schedule parameter to tune.
-    search_spaces = {
-        "cpu": SearchSpace({"lr": Dimension(1e-3, 2.5e-2), "momentum": MOMENTUM}),
-        "paper": SearchSpace({"lr": Dimension(0.01, 1.0), "momentum": MOMENTUM}),
-    }
-    default_hparams = {
-        "cpu": {
-            "batch_size": 32,
-            "lr": 5e-3,
-            "momentum": 0.9,
-            "weight_decay": 0.01,
-            "context": 64,
-            "d_model": 64,
-            "layers": 2,
-            "heads": 4,
-            "vocab_size": 1024,
-            "eval_windows": 256,
-        },
-        "paper": {
-            # Batch 1024, Nesterov momentum at a constant rate (a secondary summary of the
-            # paper's v3). Not from the paper's text: the rate, and no weight decay (AdamW's
-            # decoupled 0.01 would, as SGD's L2 term, shrink the weights by lr * 0.01 a step).
-            "batch_size": 1024,
-            "lr": 0.1,
-            "momentum": 0.9,
-            "weight_decay": 0.0,
-            "optimizer": "nesterov",
-            "schedule": "constant",
-            "context": 128,
-            "d_model": 512,
-            "layers": 6,
-            "heads": 8,
-            "vocab_size": 32000,
-            "eval_windows": 4096,
-            "max_train_files": 8,
-            "bpe_train_files": 1,
-        },
-    }
-    budgets = {
-        "cpu": Budget(max_fresh=40_000, eval_every_fresh=1_600, reference_fresh=12_800),
-        "paper": Budget(max_fresh=50_000_000, eval_every_fresh=500_000),
-    }
+    default_hparams = lm_hparams(max_train_files=8)
+    budgets = lm_budgets(reference_fresh=12_800)
+    corpora = {"cpu": "shakespeare", "paper": "c4"}
+    paper_held_out = "validation"
 
-    def texts(self) -> tuple[list[str], list[str], list[str], str]:
-        """Training text, held-out text, BPE training text and a cache name."""
-        if self.scale == "paper":
-            train = load_c4("train", self.data_dir, self.hp["max_train_files"])
-            bpe = load_c4("train", self.data_dir, self.hp["bpe_train_files"])
-            return train, load_c4("validation", self.data_dir, 1), bpe, "c4"
-        works = read_shakespeare(acquire_shakespeare(cache_dir(self.data_dir)))
-        train = [w for i, w in enumerate(works) if i % 10]
-        return train, works[::10], train, "shakespeare"
+    def cpu_documents(self, cache: Path) -> list[str]:
+        """Shakespeare's works."""
+        return read_shakespeare(acquire_shakespeare(cache))
+
+    def paper_documents(self, split: str, max_files: int) -> list[str]:
+        """The C4 documents of ``split`` (``"train"`` or ``"validation"``)."""
+        return load_c4(split, self.data_dir, max_files)
