@@ -7,7 +7,8 @@
   evaluated on the 10,000 test images.
 
 Both augment with zero padding + a random crop back to the original size + a random horizontal
-flip (pad 4 on CIFAR-10 as in the paper; pad 2 on the smaller 28x28 images).
+flip (pad 4 on CIFAR-10 as in the paper; pad 2 on the smaller 28x28 images). Collation, the
+optimizer, loss and metric are `experiments.resnet.ResNetWorkload`'s.
 """
 
 from __future__ import annotations
@@ -16,27 +17,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from experiments.data.arrays import ImageExamples
 from experiments.data.cifar10 import load_cifar10
 from experiments.data.fashion_mnist import load_fashion_mnist
 from experiments.models.resnet_cifar import CifarResNet
-from experiments.optimizers import build_optimizer
 from experiments.registry import register
-from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Target, Workload
+from experiments.resnet import ResNetWorkload, resnet_search_spaces
+from experiments.workload import Budget, Dimension, Target
 
 __all__ = ["Cifar10ResNet"]
 
 CPU_EVAL_EXAMPLES = 2000
-_STATS = {  # per-channel mean and std of the training images, in [0, 1]
-    "cpu": ((0.2860,), (0.3530,)),
-    "paper": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
-}
 
 
 @register("cifar10_resnet")
-class Cifar10ResNet(Workload):
+class Cifar10ResNet(ResNetWorkload):
     """CIFAR-style ResNet with pad+crop+flip augmentation; accuracy target."""
 
     description = "CIFAR-style ResNet, pad+crop+flip (cpu: Fashion-MNIST; paper: CIFAR-10)"
@@ -45,18 +41,14 @@ class Cifar10ResNet(Workload):
         # Not verified against the paper's text: its CIFAR-10 target is quoted from memory.
         "paper": Target("accuracy", 0.91, "max"),
     }
-    # What the protocol study tunes (experiments.search): the learning rate log-uniform over
-    # 1/5 to 5 times the default, and 1 - momentum log-uniform (momentum 0.5 to 0.98); at
-    # paper scale also the schedule's length, log-uniform over about 1/3 to 3 times it.
-    search_spaces = {
-        "cpu": SearchSpace({"lr": Dimension(0.02, 0.5), "momentum": MOMENTUM}),
-        "paper": SearchSpace(
-            {
-                "lr": Dimension(0.02, 0.5),
-                "momentum": MOMENTUM,
-                "decay_steps": Dimension(20_000, 200_000),
-            }
-        ),
+    search_spaces = resnet_search_spaces(
+        cpu_lr=Dimension(0.02, 0.5),
+        paper_lr=Dimension(0.02, 0.5),
+        paper_decay_steps=Dimension(20_000, 200_000),
+    )
+    channel_stats = {
+        "cpu": ((0.2860,), (0.3530,)),
+        "paper": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     }
     default_hparams = {
         "cpu": {
@@ -95,7 +87,7 @@ class Cifar10ResNet(Workload):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._splits: dict[str, ImageExamples] = {}
-        self._eval_batches: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._eval_cache: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def _load(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         if self.scale == "paper":
@@ -130,42 +122,20 @@ class Cifar10ResNet(Workload):
             crop = crop[:, :, ::-1]
         return np.ascontiguousarray(crop), label
 
-    def collate(self, examples: list[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Stack into a normalised float batch and a label tensor."""
-        images = torch.from_numpy(np.stack([image for image, _ in examples]))
-        labels = torch.tensor([label for _, label in examples], dtype=torch.int64)
-        mean, std = (torch.tensor(s).view(1, -1, 1, 1) for s in _STATS[self.scale])
-        return (images.float() / 255 - mean) / std, labels
-
     def build_model(self) -> torch.nn.Module:
-        channels = len(_STATS[self.scale][0])
+        channels = len(self.channel_stats[self.scale][0])
         hp = self.hp
         return CifarResNet(
             hp["blocks_per_stage"], hp["width"], channels, 10, bn_momentum=hp["bn_momentum"]
         )
 
-    def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """SGD with Nesterov momentum unless the ``optimizer`` hyper-parameter names another."""
-        return build_optimizer(model, self.hp, "nesterov")
-
-    def loss(self, model: torch.nn.Module, batch) -> torch.Tensor:
-        images, labels = batch
-        return F.cross_entropy(model(images), labels)
-
-    def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
-        """Top-1 accuracy and mean cross-entropy on the evaluation images."""
-        if self._eval_batches is None:
+    def eval_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The evaluation images in batches of 500, collated once and kept."""
+        if self._eval_cache is None:
             examples = self.read("eval")
             indices = range(0, len(examples), 500)
-            self._eval_batches = [
+            self._eval_cache = [
                 self.collate([examples[j] for j in range(i, min(i + 500, len(examples)))])
                 for i in indices
             ]
-        correct, loss, count = 0, 0.0, 0
-        for images, labels in self._eval_batches:
-            images, labels = images.to(device), labels.to(device)
-            logits = model(images)
-            loss += F.cross_entropy(logits, labels, reduction="sum").item()
-            correct += (logits.argmax(1) == labels).sum().item()
-            count += len(labels)
-        return {"accuracy": correct / count, "loss": loss / count}
+        return self._eval_cache

@@ -9,30 +9,32 @@ of the source), then random-resized-crop + horizontal flip.
   folder), crops of 32x32 (``image_size``); evaluated on 2,000 test images.
 * ``paper`` scale: torchvision's ResNet-50 (no pretrained weights) on ``--data-dir``'s
   ``train/`` and ``val/`` ImageFolder trees, crops of 224x224.
+
+Both normalise by ImageNet's channel statistics. Collation, the optimizer, loss and metric are
+`experiments.resnet.ResNetWorkload`'s.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 import torchvision
 from PIL import Image
-from torch.nn import functional as F
 
 from experiments.data.cache import cache_dir
 from experiments.data.image_folder import JpegFolder, fashion_jpeg_tree
 from experiments.models.resnet_bottleneck import SmallBottleneckResNet
-from experiments.optimizers import build_optimizer
 from experiments.registry import register
-from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Target, Workload
+from experiments.resnet import ChannelStats, ResNetWorkload, resnet_search_spaces
+from experiments.workload import Budget, Dimension, Target
 
 __all__ = ["ImagenetResNet", "random_resized_box"]
 
-_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
-_STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+_IMAGENET_STATS: ChannelStats = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 def random_resized_box(
@@ -63,7 +65,7 @@ def _to_array(image: Image.Image) -> np.ndarray:
 
 
 @register("imagenet_resnet")
-class ImagenetResNet(Workload):
+class ImagenetResNet(ResNetWorkload):
     """Bottleneck ResNet on JPEG files decoded at read time; accuracy target."""
 
     description = "bottleneck ResNet, JPEG decode + random-resized-crop + flip"
@@ -72,19 +74,12 @@ class ImagenetResNet(Workload):
         # Not verified against the paper's text.
         "paper": Target("accuracy", 0.75, "max"),
     }
-    # What the protocol study tunes (experiments.search): the learning rate log-uniform over
-    # 1/5 to 5 times the default, and 1 - momentum log-uniform (momentum 0.5 to 0.98); at
-    # paper scale also the schedule's length, log-uniform over about 1/3 to 3 times it.
-    search_spaces = {
-        "cpu": SearchSpace({"lr": Dimension(0.01, 0.25), "momentum": MOMENTUM}),
-        "paper": SearchSpace(
-            {
-                "lr": Dimension(0.08, 2.0),
-                "momentum": MOMENTUM,
-                "decay_steps": Dimension(35_000, 350_000),
-            }
-        ),
-    }
+    search_spaces = resnet_search_spaces(
+        cpu_lr=Dimension(0.01, 0.25),
+        paper_lr=Dimension(0.08, 2.0),
+        paper_decay_steps=Dimension(35_000, 350_000),
+    )
+    channel_stats = {"cpu": _IMAGENET_STATS, "paper": _IMAGENET_STATS}
     default_hparams = {
         "cpu": {
             "batch_size": 64,
@@ -158,26 +153,14 @@ class ImagenetResNet(Workload):
         resized = torchvision.transforms.functional.resize(image, round(size / 0.875))
         return _to_array(torchvision.transforms.functional.center_crop(resized, size)), label
 
-    def collate(self, examples: list[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Stack into a normalised float batch (ImageNet statistics) and a label tensor."""
-        images = torch.from_numpy(np.stack([image for image, _ in examples]))
-        labels = torch.tensor([label for _, label in examples], dtype=torch.int64)
-        return (images.float() / 255 - _MEAN) / _STD, labels
-
     def build_model(self) -> torch.nn.Module:
         if self.scale == "paper":
             return torchvision.models.resnet50(weights=None, num_classes=1000)
         return SmallBottleneckResNet((1, 1, 1), self.hp["width"], 10, self.hp["bn_momentum"])
 
-    def optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """SGD with Nesterov momentum unless the ``optimizer`` hyper-parameter names another."""
-        return build_optimizer(model, self.hp, "nesterov")
-
-    def loss(self, model: torch.nn.Module, batch) -> torch.Tensor:
-        images, labels = batch
-        return F.cross_entropy(model(images), labels)
-
-    def _eval_batches(self):
+    def eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The centre crops of the ``val/`` images in batches of 250 (kept decoded at cpu
+        scale)."""
         if self._eval_cache is not None:
             yield from self._eval_cache
             return
@@ -190,14 +173,3 @@ class ImagenetResNet(Workload):
             yield batch
         if self.scale == "cpu":
             self._eval_cache = batches
-
-    def evaluate(self, model: torch.nn.Module, device: torch.device) -> dict[str, float]:
-        """Top-1 accuracy and mean cross-entropy on the centre crops of the ``val/`` images."""
-        correct, loss, count = 0, 0.0, 0
-        for images, labels in self._eval_batches():
-            images, labels = images.to(device), labels.to(device)
-            logits = model(images)
-            loss += F.cross_entropy(logits, labels, reduction="sum").item()
-            correct += (logits.argmax(1) == labels).sum().item()
-            count += len(labels)
-        return {"accuracy": correct / count, "loss": loss / count}
