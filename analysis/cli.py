@@ -13,6 +13,11 @@
     python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis readme README.md
     python -m analysis compare results .test-slurm/results
+    python -m analysis verify --cheapest 3 --out results/verify.csv
+    python -m analysis verify --configfile config/protocol.yaml --random 5 --seed 1 \
+        --out results/protocol/verify.csv
+
+Exit status 3: ``verify`` found a record that does not retrain bit-identically.
 
 Exit status 2: a wrong command line (unknown figure, an input the figure needs not given,
 an input file missing); 1: an input that cannot be read (a record breaking the schema, a
@@ -114,6 +119,7 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from analysis.figures import TABLES, names
+    from analysis.verify import DEFAULT_CHEAPEST
 
     parser = argparse.ArgumentParser(
         prog="python -m analysis",
@@ -194,6 +200,33 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     compare.add_argument("first", help="an out_dir (records under first/records)")
     compare.add_argument("second", help="another out_dir")
+    verify = commands.add_parser(
+        "verify",
+        help="train a sample of committed records again and report bit agreement "
+        "(exit 3 if any record differs)",
+    )
+    verify.add_argument(
+        "records",
+        nargs="*",
+        help=f"record files of the config's study (default: the --cheapest {DEFAULT_CHEAPEST})",
+    )
+    verify.add_argument(
+        "--configfile", nargs="+", default=["config/config.yaml"],
+        help="the study's config files, merged as snakemake merges them "
+        "(default config/config.yaml)",
+    )  # fmt: skip
+    sample = verify.add_mutually_exclusive_group()
+    sample.add_argument(
+        "--cheapest", type=int, metavar="K", help="the K committed records cheapest to train"
+    )
+    sample.add_argument("--random", type=int, metavar="K", help="K committed records at random")
+    verify.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
+    verify.add_argument(
+        "--trained-in", metavar="DIR",
+        help="a records folder a workflow trained again (out_dir/records): compare with its "
+        "records instead of training",
+    )  # fmt: skip
+    verify.add_argument("--out", required=True, help="CSV to write, one row per record")
     return parser, {
         "aggregate": build,
         "figure": figure,
@@ -203,6 +236,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "resolution": resolution,
         "readme": readme,
         "compare": compare,
+        "verify": verify,
     }
 
 
@@ -409,6 +443,45 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     print(f"{count} records agree (timing fields aside)")
 
 
+def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.verify import COLUMNS, DEFAULT_CHEAPEST, select, verify
+    from experiments.study import load_config, plan
+
+    for name in ("cheapest", "random"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"argument --{name}: must be >= 1, got {value}")
+    if args.records and (args.cheapest or args.random):
+        parser.error("give record files or --cheapest/--random, not both")
+    runs = plan(load_config(*args.configfile)).runs
+    for path in args.records:
+        if path not in runs:
+            parser.error(f"{path} is not a record of {' '.join(args.configfile)}")
+        if not Path(path).is_file():
+            parser.error(f"{path} does not exist")
+    committed = args.records or [path for path in runs if Path(path).is_file()]
+    if not committed:
+        raise ValueError(f"no committed records of {' '.join(args.configfile)}")
+    if not args.records and args.cheapest is None and args.random is None:
+        args.cheapest = DEFAULT_CHEAPEST
+    chosen = select(committed, cheapest=args.cheapest, sample=args.random, seed=args.seed)
+    rows = verify({path: runs[path].spec.args() for path in chosen}, args.trained_in)
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
+    shown = ["record", "numerics", "identical", "first_differing_eval", "fresh_to_target_was",
+             "fresh_to_target_now", "refined_fresh_was", "refined_fresh_now"]  # fmt: skip
+    print(markdown_table(table[shown]))
+    differ = int((~table["identical"]).sum())
+    print(f"\n{len(table) - differ} of {len(table)} records identical; table: {args.out}")
+    if differ:
+        print(
+            f"python -m analysis verify: {differ} of {len(table)} records do not retrain "
+            "bit-identically (see first_differing_eval)",
+            file=sys.stderr,
+        )
+        raise SystemExit(3)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line.
 
@@ -426,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "resolution": _resolution,
         "readme": _readme,
         "compare": _compare,
+        "verify": _verify,
     }[args.command]
     try:
         command(commands[args.command], args)

@@ -1,19 +1,9 @@
-"""What the benchmarks attribute and compare: CPU by role in a process tree, and records
-trained again elsewhere."""
+"""What the benchmarks attribute: CPU by role in a process tree, and memory per producer."""
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
-import pytest
-
-from benchmarks import rerun_records
 from benchmarks.sharing import cpu_by_role
 from experiments.procstat import TreeCpu
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tree(cpu: dict[int, float], parents: dict[int, int], root: int = 10) -> TreeCpu:
@@ -40,31 +30,6 @@ def test_cpu_by_role_splits_consumers_producer_and_their_loaders():
         "producer_loaders": 9.25,
     }
     assert sum(roles.values()) == sum(cpu.values()) - cpu[10]  # the trial's own: total only
-
-
-def test_rerun_records_compares_with_records_another_workflow_run_trained(tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    committed = sorted((ROOT / "results/records/lm1b_transformer").glob("cpu-none-e1-*.json"))
-    if len(committed) < 2:
-        pytest.skip("the default study's lm1b records are not committed")
-    same, changed = (path.relative_to(ROOT) for path in committed[:2])
-    again = tmp_path / "again" / "lm1b_transformer"
-    again.mkdir(parents=True)
-    shutil.copy(same, again / same.name)
-    record = json.loads(changed.read_text())
-    record["eval_curve"][-1]["metric"] += 0.5  # as another machine's floating point would
-    (again / changed.name).write_text(json.dumps(record))
-    out = tmp_path / "compare.csv"
-    rerun_records.main(
-        [str(same), str(changed), "--trained-in", str(tmp_path / "again"), "--out", str(out)]
-    )
-    rows = out.read_text().splitlines()
-    assert rows[1].split(",")[3] == "True"
-    assert rows[2].split(",")[3] == "False"
-    with pytest.raises(SystemExit):  # a record the other run did not train
-        rerun_records.main(
-            [str(same), "--trained-in", str(tmp_path / "missing"), "--out", str(out)]
-        )
 
 
 def test_the_memory_benchmark_samples_both_producers(tmp_path):
