@@ -1,15 +1,16 @@
 """What the ResNet image-classification workloads share: examples ``(uint8 CHW image, label)``
 collated into a batch normalised by per-channel statistics, SGD with Nesterov momentum (or the
 ``optimizer`` hyper-parameter's choice, `experiments.optimizers`), cross-entropy, top-1
-accuracy, and the shape of their search spaces (`resnet_search_spaces`). A subclass reads and
-augments its images, builds its model, gives its evaluation batches
-(`ResNetWorkload.eval_batches`) and declares its targets, hyper-parameters and budgets.
+accuracy, the shape of their search spaces (`resnet_search_spaces`) and their paper-scale
+optimizer and schedule (`nesterov_linear_decay`). A subclass reads and augments its images,
+builds its model, gives its evaluation batches (`ResNetWorkload.eval_batches`) and declares
+its targets, hyper-parameters and budgets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -18,7 +19,7 @@ from torch.nn import functional as F
 from experiments.optimizers import build_optimizer
 from experiments.workload import MOMENTUM, Dimension, SearchSpace, Workload
 
-__all__ = ["ChannelStats", "ResNetWorkload", "resnet_search_spaces"]
+__all__ = ["ChannelStats", "ResNetWorkload", "nesterov_linear_decay", "resnet_search_spaces"]
 
 ChannelStats = tuple[tuple[float, ...], tuple[float, ...]]
 """Per-channel ``(mean, std)`` of the training images, in [0, 1]."""
@@ -46,6 +47,22 @@ def resnet_search_spaces(
         "paper": SearchSpace(
             {"lr": paper_lr, "momentum": MOMENTUM, "decay_steps": paper_decay_steps}
         ),
+    }
+
+
+def nesterov_linear_decay(decay_steps: int) -> dict[str, Any]:
+    """The ResNets' paper-scale optimizer and schedule, as hyper-parameters: Nesterov momentum,
+    the rate decayed linearly (a secondary summary of the paper's v3) over ``decay_steps``
+    steps to 1% of the initial rate (the end is not from the paper's text).
+
+    Args:
+        decay_steps: The decay's length in optimizer steps.
+    """
+    return {
+        "optimizer": "nesterov",
+        "schedule": "linear_decay",
+        "decay_steps": decay_steps,
+        "final_lr_fraction": 0.01,
     }
 
 

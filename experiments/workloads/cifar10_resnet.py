@@ -23,7 +23,7 @@ from experiments.data.cifar10 import load_cifar10
 from experiments.data.fashion_mnist import load_fashion_mnist
 from experiments.models.resnet_cifar import CifarResNet
 from experiments.registry import register
-from experiments.resnet import ResNetWorkload, resnet_search_spaces
+from experiments.resnet import ResNetWorkload, nesterov_linear_decay, resnet_search_spaces
 from experiments.workload import Budget, Dimension, Target
 
 __all__ = ["Cifar10ResNet"]
@@ -42,9 +42,7 @@ class Cifar10ResNet(ResNetWorkload):
         "paper": Target("accuracy", 0.91, "max"),
     }
     search_spaces = resnet_search_spaces(
-        cpu_lr=Dimension(0.02, 0.5),
-        paper_lr=Dimension(0.02, 0.5),
-        paper_decay_steps=Dimension(20_000, 200_000),
+        Dimension(0.02, 0.5), Dimension(0.02, 0.5), Dimension(20_000, 200_000)
     )
     channel_stats = {
         "cpu": ((0.2860,), (0.3530,)),
@@ -70,13 +68,9 @@ class Cifar10ResNet(ResNetWorkload):
             "blocks_per_stage": 5,
             "bn_momentum": 0.1,
             "pad": 4,
-            # Batch 128, Nesterov momentum, the rate decayed linearly (a secondary summary
-            # of the paper's v3). Not from the paper's text: the decay's length (He et al.'s
-            # 64,000 steps for ResNet-32 at batch 128) and its end (1% of the initial rate).
-            "optimizer": "nesterov",
-            "schedule": "linear_decay",
-            "decay_steps": 64_000,
-            "final_lr_fraction": 0.01,
+            # Batch 128. Not from the paper's text: the decay's length (He et al.'s 64,000
+            # steps for ResNet-32 at batch 128).
+            **nesterov_linear_decay(decay_steps=64_000),
         },
     }
     budgets = {

@@ -29,7 +29,12 @@ from experiments.data.cache import cache_dir
 from experiments.data.image_folder import JpegFolder, fashion_jpeg_tree
 from experiments.models.resnet_bottleneck import SmallBottleneckResNet
 from experiments.registry import register
-from experiments.resnet import ChannelStats, ResNetWorkload, resnet_search_spaces
+from experiments.resnet import (
+    ChannelStats,
+    ResNetWorkload,
+    nesterov_linear_decay,
+    resnet_search_spaces,
+)
 from experiments.workload import Budget, Dimension, Target
 
 __all__ = ["ImagenetResNet", "random_resized_box"]
@@ -75,9 +80,7 @@ class ImagenetResNet(ResNetWorkload):
         "paper": Target("accuracy", 0.75, "max"),
     }
     search_spaces = resnet_search_spaces(
-        cpu_lr=Dimension(0.01, 0.25),
-        paper_lr=Dimension(0.08, 2.0),
-        paper_decay_steps=Dimension(35_000, 350_000),
+        Dimension(0.01, 0.25), Dimension(0.08, 2.0), Dimension(35_000, 350_000)
     )
     channel_stats = {"cpu": _IMAGENET_STATS, "paper": _IMAGENET_STATS}
     default_hparams = {
@@ -92,21 +95,16 @@ class ImagenetResNet(ResNetWorkload):
             "min_scale": 0.5,
         },
         "paper": {
-            # Batch 1024, Nesterov momentum, the rate decayed linearly (a secondary summary
-            # of the paper's v3). Not from the paper's text: the rate (0.1 per 256 examples,
-            # scaled linearly as Goyal et al. do), the decay's length (about 90 epochs of
-            # ImageNet's 1,281,167 training images at batch 1024) and its end (1% of the
-            # initial rate).
+            # Batch 1024. Not from the paper's text: the rate (0.1 per 256 examples, scaled
+            # linearly as Goyal et al. do) and the decay's length (about 90 epochs of
+            # ImageNet's 1,281,167 training images at batch 1024).
             "batch_size": 1024,
             "lr": 0.4,
             "momentum": 0.9,
             "weight_decay": 1e-4,
             "image_size": 224,
             "min_scale": 0.08,
-            "optimizer": "nesterov",
-            "schedule": "linear_decay",
-            "decay_steps": 112_000,
-            "final_lr_fraction": 0.01,
+            **nesterov_linear_decay(decay_steps=112_000),
         },
     }
     budgets = {
