@@ -13,7 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 from data_marks import skip_data_missing
-from workload_checks import SMALL_LM, PaperScale, run_workload
+from workload_checks import SMALL_LM, PaperScale, cached_bpe, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.c4 import load_c4
@@ -43,11 +43,6 @@ def write_c4_fixture(root: Path) -> None:
                 f.write("\n".join(lines) + "\n")
 
 
-def check_cached_tokenizer(record: dict, folder: Path) -> None:
-    """The tokenizer is cached by the data."""
-    assert (folder / "c4_bpe_300" / "tokenizer.json").is_file()
-
-
 PAPER_SCALE = PaperScale(
     write_c4_fixture,
     batch_size=4,
@@ -56,7 +51,7 @@ PAPER_SCALE = PaperScale(
     steps=4,
     missing="c4-train.*.json.gz",
     hparams=SMALL_LM,
-    check=check_cached_tokenizer,
+    check=cached_bpe("c4"),
 )
 
 

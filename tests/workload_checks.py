@@ -29,6 +29,16 @@ SMALL_LM = {
 """Hyper-parameters of a tiny Transformer, for the language models' paper-scale cases."""
 
 
+def cached_bpe(corpus: str) -> Callable[[dict[str, Any], Path], None]:
+    """A `PaperScale.check` for a language model trained with `SMALL_LM`: its BPE is cached by
+    the data, as a ``transformers`` tokenizer folder named after ``corpus``."""
+
+    def check(record: dict[str, Any], folder: Path) -> None:
+        assert (folder / f"{corpus}_bpe_{SMALL_LM['vocab_size']}" / "tokenizer.json").is_file()
+
+    return check
+
+
 def run_workload(folder: Path, workload: str, *args: str) -> dict[str, Any]:
     """Train ``workload`` on one thread with ``python -m experiments.run``'s options ``args``;
     the run must succeed. Returns its record, written to ``folder / "record.json"``."""
