@@ -112,6 +112,9 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
     import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
+    if isinstance(config.get("workloads"), dict):  # YAML's ``name:`` alone: no options of its own
+        for name, entry in config["workloads"].items():
+            config["workloads"][name] = {} if entry is None else entry
     validator = _filling_defaults(jsonschema.validators.validator_for(schema))(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
@@ -141,7 +144,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
 def _buffers(study: Mapping[str, Any], point: str) -> list[int]:
     """The study's shuffle buffers for ``point`` (a list, or a mapping of lists by point)."""
     buffers = study["shuffle_buffers"]
-    return buffers.get(point, [0]) if isinstance(buffers, Mapping) else buffers
+    return buffers[point] if isinstance(buffers, Mapping) else buffers
 
 
 def _variants(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -154,31 +157,34 @@ def _variants(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator[PlannedRun]:
-    train, upstream = config["train"], study["upstream"]
+    train, upstream, overrides = config["train"], study["upstream"], study["per_workload"]
+    # A study's keys replace the config-wide ones, and a per_workload entry's the study's.
+    inherited = {"num_workers": train["num_workers"], "seeds": config["seeds"]}
     for workload in study["workloads"]:
-        overrides = study["per_workload"].get(workload, {})
-        entry = {**study, **overrides}
-        search = study["search"] and {**study["search"], **overrides.get("search", {})}
-        options = {**train, **(config["workloads"][workload] or {})}
+        entry = {**inherited, **study}
+        if workload in overrides:
+            entry.update(overrides[workload])
+        search = entry["search"] and {**study["search"], **entry["search"]}
+        options = {**train, **config["workloads"][workload]}
         base = RunSpec(
             workload=workload,
             scale=config["scale"],
             upstream_latency_ms=upstream["latency_ms"],
             upstream_latency_per=upstream["latency_per"],
             upstream_cpu_ms=upstream["cpu_ms"],
-            num_workers=entry.get("num_workers", train["num_workers"]),
+            num_workers=entry["num_workers"],
             stop_at_target=entry["stop_at_target"],
-            max_fresh=entry.get("max_fresh"),
-            eval_every_fresh=options.get("eval_every_fresh"),
-            resolution=entry.get("resolution"),
-            hparams=options.get("hparams", {}),
+            max_fresh=entry["max_fresh"],
+            eval_every_fresh=options["eval_every_fresh"],
+            resolution=entry["resolution"],
+            hparams=options["hparams"],
         )
         execution = RunOptions(
-            device=options["device"], threads=options["threads"], data_dir=options.get("data_dir")
+            device=options["device"], threads=options["threads"], data_dir=options["data_dir"]
         )
         for batch_size in entry["batch_sizes"]:
             for variant in _variants(entry):
-                for trial in _trials(search, entry.get("seeds", config["seeds"])):
+                for trial in _trials(search, entry["seeds"]):
                     spec = replace(base, batch_size=batch_size, **variant, **trial)
                     yield PlannedRun(spec, execution)
 
@@ -188,7 +194,7 @@ def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, 
     if search is None:
         yield from ({"seed": seed} for seed in range(seeds))
         return
-    count, budget_cap = search["trials"], search.get("budget_cap")
+    count, budget_cap = search["trials"], search["budget_cap"]
     for repetition in range(search["repetitions"]):
         for trial in range(count):
             seed = repetition * count + trial
@@ -196,18 +202,21 @@ def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, 
 
 
 def plan(config: Mapping[str, Any]) -> Plan:
-    """Expand a checked workflow config's ``studies`` into runs.
+    """Expand a workflow config's ``studies`` into runs.
 
     Args:
-        config: The config after `check_config` (defaults filled in).
+        config: The config, checked here (`check_config`) with the schema's defaults filled
+            in, on a copy: ``config`` is left as it is.
 
     Returns:
         The `Plan`. Every study includes, per workload and batch size, its e=1 baseline.
 
     Raises:
-        ValueError: A study names a workload missing from ``workloads`` (the message names the
-            key and the valid workloads), or a run's settings are invalid (the field named).
+        ValueError: As `check_config`; or a study names a workload missing from ``workloads``
+            (the message names the key and the valid workloads), or a run's settings are
+            invalid (the field named).
     """
+    config = check_config(copy.deepcopy(dict(config)), SCHEMA)
     out_dir, known = config["out_dir"], config["workloads"]
     runs: dict[str, PlannedRun] = {}
     studies: dict[str, list[str]] = {}

@@ -188,6 +188,20 @@ def test_the_schema_defaults_are_filled_in_and_match_behaviour():
     assert args.device == "cpu"  # the documented default, not the CLI's "auto"
 
 
+def test_plan_checks_a_copy_of_a_raw_config_with_the_schema_defaults_filled_in():
+    study = {"workloads": [WORKLOAD], "echo_points": ["before_augment", "after_batch"]}
+    study.update(echo_factors=[2], shuffle_buffers={"before_augment": [16]})
+    raw = {"workloads": {WORKLOAD: None}, "studies": {"insertion": study}}
+    before = copy.deepcopy(raw)
+    runs = list(plan(raw).runs.values())
+    assert raw == before
+    found = {(r.spec.echo_point, r.spec.shuffle_buffer) for r in runs}
+    assert found == {("none", 0), ("before_augment", 16), ("after_batch", 0)}
+    for run in runs:
+        assert (run.spec.max_fresh, run.spec.resolution, run.spec.eval_every_fresh) == (None,) * 3
+        assert not run.spec.hparams and run.options.data_dir is None
+
+
 @pytest.mark.parametrize(
     "spec",
     [
