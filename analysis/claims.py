@@ -42,6 +42,7 @@ from analysis.protocol import best_of_searches, crossing_step
 __all__ = [
     "CLAIMS",
     "CLAIM_COLUMNS",
+    "MIXED_NUMERICS",
     "NOT_REPRODUCED",
     "NOT_RESOLVED",
     "NO_DATA",
@@ -60,7 +61,10 @@ REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NO_DATA = (
     "not resolved",
     "no data",
 )
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NO_DATA)
+MIXED_NUMERICS = "mixed numerics"
+"""The verdict of a claim whose study pools records computed in different numerics modes or
+library versions (`experiments.numerics.record_numerics`): nothing is decided from them."""
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NO_DATA, MIXED_NUMERICS)
 """Every verdict a claim can get."""
 
 CLAIM_COLUMNS = ["claim", "statement", "paper", "ours", "rule", "verdict"]
@@ -174,6 +178,10 @@ Planned = dict[str, list[str]]
 """Study -> the workloads its config plans (`claims_table`'s ``planned``)."""
 
 
+class _MixedNumerics(ValueError):
+    """A study's records were computed in more than one numerics mode or library version."""
+
+
 class _Runs:
     """The runs of one study, each search reduced to its best trial."""
 
@@ -183,6 +191,13 @@ class _Runs:
         # data, not a part left out
         self.planned = planned.get(study, [])
         rows = runs[runs["study"] == study]
+        kinds = rows["numerics"].value_counts() if "numerics" in rows else ()
+        if len(kinds) > 1:
+            counts = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+            raise _MixedNumerics(
+                f"study {study} pools records of different numerics ({counts}): retrain them "
+                "in one mode (experiments.numerics)"
+            )
         self.tuned = bool(len(rows)) and rows["trial"].notna().any()
         self.rows = best_of_searches(rows) if len(rows) else rows  # complete searches only
 
@@ -509,19 +524,25 @@ def claims_table(
             is not decided on the ones landed so far). Default None: the records' workloads.
 
     Returns:
-        One row per claim with the columns `CLAIM_COLUMNS`.
+        One row per claim with the columns `CLAIM_COLUMNS`. A claim whose study pools records
+        of different numerics (the runs table's ``numerics``) gets `MIXED_NUMERICS`, and its
+        ``ours`` counts the records of each.
     """
     rows = []
     for claim in CLAIMS:
-        verdicts, parts, rule = claim.decide(runs, planned or {})
+        try:
+            verdicts, parts, rule = claim.decide(runs, planned or {})
+            ours, verdict = "; ".join(parts) if parts else "no runs yet", combine(verdicts)
+        except _MixedNumerics as mixed:
+            ours, rule, verdict = str(mixed), "none: records not comparable", MIXED_NUMERICS
         rows.append(
             {
                 "claim": claim.name,
                 "statement": claim.statement,
                 "paper": _paper(reference, claim),
-                "ours": "; ".join(parts) if parts else "no runs yet",
+                "ours": ours,
                 "rule": rule,
-                "verdict": combine(verdicts),
+                "verdict": verdict,
             }
         )
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis._io import atomic_write, require_columns
 from experiments.identity import ROLES, identity_columns, run_columns
+from experiments.numerics import record_numerics
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -43,13 +44,15 @@ RUN_COLUMNS = [
     "fresh_examples_to_target", "steps_to_target", "wall_s_to_target", "crossing",
     "raw_fresh_examples_to_target", "refine_every_fresh", "diverged", "final_fresh_examples",
     "final_steps", "final_wall_s", "best_metric", "R", "upstream_s_per_batch",
-    "downstream_s_per_step", "eval_s", "total_s", "config_hash", "record",
+    "downstream_s_per_step", "eval_s", "total_s", "numerics", "config_hash", "record",
 ]  # fmt: skip
 """Columns of the runs table, in order (one row per study and record).
 
 ``*_to_target`` are the refined crossing (the record's ``refined``: the first kept model
 that reaches the target) where the run has one, ``crossing == "refined"``, else the
-evaluation grid's (``"evaluation"``); ``raw_fresh_examples_to_target`` is always the grid's."""
+evaluation grid's (``"evaluation"``); ``raw_fresh_examples_to_target`` is always the grid's.
+``numerics`` is `experiments.numerics.record_numerics`: ``unpinned``, or the mode and the
+library versions."""
 
 CURVE_COLUMNS = [
     "study", "config_hash", "seed", "workload", "echo_point", "echo_factor", "fresh_examples",
@@ -57,7 +60,7 @@ CURVE_COLUMNS = [
 ]  # fmt: skip
 """Columns of the eval-curves table, in order (one row per study, record and evaluation)."""
 
-_TEXT_COLUMNS = ["consume", "hparams"]
+_TEXT_COLUMNS = ["consume", "hparams", "numerics"]
 _BOOL_COLUMNS = ["stop_at_target", "reached", "diverged"]
 _NULLABLE_COLUMNS = [
     "budget_cap", "resolution", "repetition", "trial", "fresh_examples_to_target",
@@ -131,6 +134,7 @@ def _run_row(study: str, path: str, record: dict[str, Any]) -> dict[str, Any]:
         "downstream_s_per_step": timing["downstream_s_per_step"],
         "eval_s": timing["eval_s"],
         "total_s": timing["total_s"],
+        "numerics": record_numerics(record),
         "config_hash": record["config_hash"],
         "record": path,
     }

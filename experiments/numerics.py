@@ -52,6 +52,7 @@ __all__ = [
     "mode",
     "observed",
     "record_mode",
+    "record_numerics",
     "stamp",
 ]
 
@@ -216,3 +217,17 @@ def record_mode(record: Mapping[str, Any]) -> str:
     """A record's numerics mode: its stamp's ``mode``, or `UNPINNED` for a record without one."""
     numerics = record.get("numerics")
     return numerics["mode"] if numerics else UNPINNED
+
+
+def record_numerics(record: Mapping[str, Any]) -> str:
+    """What a record's numerics were, as one comparable string: `UNPINNED`, or the mode with
+    the library versions its bits depend on, e.g. ``"portable (torch 2.14.1, MKL 2024.0
+    Update 2, oneDNN 3.12.0)"``. Records with different strings are not to be pooled."""
+    numerics = record.get("numerics")
+    if not numerics:
+        return UNPINNED
+    versions = numerics["versions"]
+    return (
+        f"{numerics['mode']} (torch {versions['torch']}, MKL {versions['mkl']}, "
+        f"oneDNN {versions['onednn']})"
+    )

@@ -500,9 +500,9 @@ def test_the_committed_reference_loads_with_every_kind_and_names_only_registered
 
 def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():
     """Only the declaration of a run's identity (experiments.identity, which needs the echo
-    points' names) and the project's file writer come along: no workload, model, pipeline or
-    benchmark, no torch."""
-    allowed = {"experiments", "experiments.identity", "experiments.files"}
+    points' names), the numerics stamp's reader and the project's file writer come along: no
+    workload, model, pipeline or benchmark, no torch."""
+    allowed = {"experiments", "experiments.identity", "experiments.files", "experiments.numerics"}
     allowed |= {"echo", "echo.core", "echo.points"}
     code = (
         "import sys, analysis, analysis.cli, analysis.figures; print(','.join(sorted(m for m in "

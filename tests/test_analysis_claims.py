@@ -16,6 +16,7 @@ from analysis import aggregate
 from analysis.claims import (
     CLAIM_COLUMNS,
     CLAIMS,
+    MIXED_NUMERICS,
     NO_DATA,
     NOT_REPRODUCED,
     NOT_RESOLVED,
@@ -212,6 +213,19 @@ def test_claims_without_their_study_have_no_data_and_never_below_is_decided(tmp_
     (tmp_path / "below").mkdir()
     table = claims_table(_insertion(tmp_path / "below", below))
     assert table.set_index("claim").loc["claim_never_below_1_over_e", "verdict"] == NOT_REPRODUCED
+
+
+def test_a_study_pooling_records_of_two_numerics_modes_decides_nothing(tmp_path):
+    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
+    runs = _insertion(tmp_path, echo)
+    assert set(runs["numerics"]) == {"unpinned"}
+    runs.loc[runs.index[:5], "numerics"] = "portable (torch 2.14.1, MKL 2024.0, oneDNN 3.12.0)"
+    table = claims_table(runs).set_index("claim")
+    row = table.loc["claim_fewer_fresh_at_e2"]
+    assert row["verdict"] == MIXED_NUMERICS
+    assert "study insertion pools records of different numerics" in row["ours"]
+    assert f"{len(runs) - 5} unpinned, 5 portable" in row["ours"]
+    assert table.loc["claim_shuffle_buffer_helps", "verdict"] == NO_DATA  # another study
 
 
 def test_the_claims_command_writes_the_table_and_its_markdown(tmp_path, capsys):
