@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -10,7 +11,8 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -34,6 +36,25 @@ LATE_JOIN_MODES = protocol.LATE_JOIN_MODES  # kept importable from here for olde
 _HELLO_TIMEOUT_S = 2.0
 _MAX_DETAIL_CHARS = 2000
 _LIVENESS_EVERY_S = 0.2
+# Former keyword -> its name now; the former one is still accepted, with a DeprecationWarning.
+_RENAMED = {"wait_for": "consumers"}
+
+
+def _accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` that also takes each `_RENAMED` keyword under its former name, warning."""
+
+    @functools.wraps(init)
+    def accepting(self: Any, *args: Any, **kwargs: Any) -> None:
+        for former, name in _RENAMED.items():
+            if former in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"pass {name}= alone: {former}= is its former name")
+                message = f"{former}= is now {name}= (the former name will go)"
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                kwargs[name] = kwargs.pop(former)
+        init(self, *args, **kwargs)
+
+    return accepting
 
 
 class Producer:
@@ -43,7 +64,7 @@ class Producer:
     tensors live in shared memory (a DataLoader worker's batch already does; anything else
     is moved there once); consumers receive the memory's descriptors with a small message and
     map the batch without copying it. Every consumer receives every batch of every epoch
-    exactly once, in one order, the tail included. The producer waits for ``wait_for``
+    exactly once, in one order, the tail included. The producer waits for ``consumers``
     consumers before it starts, pauses while none is connected, and never runs more than
     ``max_lag`` batches ahead of the slowest consumer, so it holds at most ``max_lag`` batches
     per consumer plus the replay window in memory.
@@ -79,7 +100,8 @@ class Producer:
         replay_batches: Leading batches of each epoch kept for late joiners. Default None:
             as many as fit in ``replay_bytes`` (and no more than one epoch).
         replay_bytes: Memory budget for replay when ``replay_batches`` is None. Default 256 MiB.
-        wait_for: Consumers to wait for before the first batch. Default 1.
+        consumers: How many consumers to wait for before the first batch. Default 1. (Its
+            former name, ``wait_for``, is still accepted, with a DeprecationWarning.)
         join_grace_s: Before the first batch, also wait until no consumer has said hello for
             this long, so that consumers started within it of each other all start with the
             stream's first batch (a shuffled loader's epochs are then exact for all of them).
@@ -95,6 +117,7 @@ class Producer:
         OSError: Another producer listens at ``endpoint``, or a non-socket file is there.
     """
 
+    @_accepting_former_names
     def __init__(
         self,
         loader: Iterable[Any],
@@ -104,7 +127,7 @@ class Producer:
         max_lag: int = 4,
         replay_batches: int | None = None,
         replay_bytes: int = 256 << 20,
-        wait_for: int = 1,
+        consumers: int = 1,
         join_grace_s: float = 0.0,
         device: str | torch.device | None = None,
         log_every_s: float = 30.0,
@@ -113,14 +136,14 @@ class Producer:
         check_int("max_lag", max_lag, 1)
         check_int("replay_batches", replay_batches, 0, allow_none=True)
         check_int("replay_bytes", replay_bytes, 0)
-        check_int("wait_for", wait_for, 1)
+        check_int("consumers", consumers, 1)
         if not isinstance(join_grace_s, (int, float)) or not 0 <= join_grace_s < math.inf:
             raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
         if not hasattr(loader, "__iter__"):
             raise ValueError(f"loader must be an iterable of batches, got {type(loader).__name__}")
         self.loader = loader
         self.endpoint = endpoint or endpoints.default_endpoint()
-        self.epochs, self.max_lag, self.wait_for = epochs, max_lag, wait_for
+        self.epochs, self.max_lag, self.consumers = epochs, max_lag, consumers
         self.join_grace_s = float(join_grace_s)
         self._last_hello = -math.inf
         self.device = None if device is None else torch.device(device)
@@ -498,7 +521,7 @@ class Producer:
             self._first_batch(batch)
         active = self._peers.active()
         if self._seq == 0:
-            if len(active) < self.wait_for or self._in_grace():
+            if len(active) < self.consumers or self._in_grace():
                 return False
         elif not active:
             return False

@@ -337,7 +337,7 @@ def _modify_in_place(endpoint):
         ({"epochs": 0}, "epochs"),
         ({"max_lag": 0}, "max_lag"),
         ({"replay_batches": -1}, "replay_batches"),
-        ({"wait_for": 0}, "wait_for"),
+        ({"consumers": 0}, "consumers"),
         ({"endpoint": "tcp://0.0.0.0:5555"}, "endpoint"),
         ({"endpoint": "unix:relative.sock"}, "endpoint"),
     ],
