@@ -120,19 +120,13 @@ def for_figure(reference: pd.DataFrame | None, name: str) -> pd.DataFrame:
 
     Args:
         reference: The table from ``load_reference``, or None (no reference: no rows).
-        name: A registered figure (``analysis.figures.names``).
+        name: The figure, as ``our_figure`` names it. The figure registry, which draws the
+            rows, checks that the table names only registered figures.
 
     Returns:
         The ``number`` and ``qualitative`` rows whose ``our_figure`` is ``name`` (possibly
         none), with a fresh index; ``protocol`` rows are never drawn.
-
-    Raises:
-        ValueError: ``name`` is not a registered figure.
     """
-    from analysis.figures import names  # the figures import this module
-
-    if name not in names():
-        raise ValueError(f"name must be one of {names()}, got {name!r}")
     if reference is None or not len(reference):
         return _empty()
     drawn = (reference["our_figure"] == name) & reference["kind"].isin(_DRAWN)

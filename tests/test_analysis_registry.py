@@ -18,7 +18,7 @@ from test_analysis import make_record, write_record
 from analysis import aggregate
 from analysis.cli import main
 from analysis.figures import Sheet, _registry, figure, get, names
-from analysis.reference import for_figure
+from analysis.reference import REFERENCE_COLUMNS, for_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY_CAPTION = "Toy figure: how many runs each workload has in the study."
@@ -58,6 +58,13 @@ def test_a_new_figure_module_is_registered_drawn_and_offered_by_the_cli(
     main(["figure", toy_figure, "--runs", str(csv), "--out", str(tmp_path / "toy.png")])
     assert (tmp_path / "toy.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "toy.pdf").is_file()
+
+
+def test_a_reference_naming_an_unregistered_figure_is_refused_when_drawing(toy_figure, tmp_path):
+    row = dict.fromkeys(REFERENCE_COLUMNS, "") | {"our_figure": "no_harms", "kind": "qualitative"}
+    message = r"our_figure 'no_harms' is not a registered figure; valid: .*\bno_harm\b"
+    with pytest.raises(ValueError, match=message):
+        get(toy_figure).draw(_runs(tmp_path), reference=pd.DataFrame([row]))
 
 
 def test_a_registered_figure_checks_its_tables_and_arguments(toy_figure, tmp_path):

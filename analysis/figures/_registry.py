@@ -152,7 +152,7 @@ def figure(
             tables = {table: arguments.pop(table) for table in inputs}
             for table, columns in inputs.items():
                 require_columns(tables[table], columns, table)
-            paper = for_figure(arguments.pop("reference"), name)
+            paper = _drawn_beside(arguments.pop("reference"), name)
             number = paper["kind"] == "number"
             sheet = Sheet(
                 tables=tables,
@@ -170,6 +170,25 @@ def figure(
         return draw
 
     return register
+
+
+def _drawn_beside(reference: pd.DataFrame | None, name: str) -> pd.DataFrame:
+    """The reference rows drawn beside the figure ``name`` (`analysis.reference.for_figure`),
+    after checking that every figure the table's ``our_figure`` names is registered.
+
+    Raises:
+        ValueError: The table names a figure that is not registered (the message lists the
+            registered names).
+    """
+    if reference is not None:
+        known = names()
+        unknown = sorted(set(reference["our_figure"]) - {""} - set(known))
+        if unknown:
+            raise ValueError(
+                f"reference: our_figure {unknown[0]!r} is not a registered figure; "
+                f"valid: {', '.join(known)}"
+            )
+    return for_figure(reference, name)
 
 
 def discover(package: str = FIGURE_PACKAGE) -> None:
