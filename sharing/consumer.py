@@ -93,8 +93,8 @@ class Consumer:
         timeout_s: float | None = None,
         echo_on_stall: int = 1,
     ) -> None:
-        check_int("batch_size", batch_size, 1, allow_none=True)
-        check_int("echo_on_stall", echo_on_stall, 1)
+        check_int(batch_size, "batch_size", minimum=1, allow_none=True)
+        check_int(echo_on_stall, "echo_on_stall", minimum=1)
         if late_join not in LATE_JOIN_MODES:
             raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
         endpoints.parse(endpoint)

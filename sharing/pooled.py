@@ -196,10 +196,10 @@ class PooledLoader:
         prefetch_factor: int = 2,
         multiprocessing_context: str | None = None,
     ) -> None:
-        check_int("batch_size", batch_size, 1)
-        check_int("num_workers", num_workers, 0)
-        check_int("prefetch_factor", prefetch_factor, 1)
-        check_int("seed", seed, 0)
+        check_int(batch_size, "batch_size", minimum=1)
+        check_int(num_workers, "num_workers")
+        check_int(prefetch_factor, "prefetch_factor", minimum=1)
+        check_int(seed, "seed")
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise ValueError(
                 "dataset must be map-style (__len__ and __getitem__); for an iterable one, "

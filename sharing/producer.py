@@ -132,11 +132,11 @@ class Producer:
         device: str | torch.device | None = None,
         log_every_s: float = 30.0,
     ) -> None:
-        check_int("epochs", epochs, 1, allow_none=True)
-        check_int("max_lag", max_lag, 1)
-        check_int("replay_batches", replay_batches, 0, allow_none=True)
-        check_int("replay_bytes", replay_bytes, 0)
-        check_int("consumers", consumers, 1)
+        check_int(epochs, "epochs", minimum=1, allow_none=True)
+        check_int(max_lag, "max_lag", minimum=1)
+        check_int(replay_batches, "replay_batches", allow_none=True)
+        check_int(replay_bytes, "replay_bytes")
+        check_int(consumers, "consumers", minimum=1)
         if not isinstance(join_grace_s, (int, float)) or not 0 <= join_grace_s < math.inf:
             raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
         if not hasattr(loader, "__iter__"):

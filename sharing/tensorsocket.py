@@ -158,7 +158,7 @@ class TensorProducer:
         _warn_unsupported(
             heart_ports=heart_ports, pack_fn=pack_fn, producer_batch_size=producer_batch_size
         )
-        check_int("consumer_max_buffer_size", consumer_max_buffer_size, 1)
+        check_int(consumer_max_buffer_size, "consumer_max_buffer_size", minimum=1)
         if not isinstance(rubber_band_pct, (int, float)) or not 0 <= rubber_band_pct <= 1:
             raise ValueError(f"rubber_band_pct must be in [0, 1], got {rubber_band_pct!r}")
         if device == "auto":
