@@ -5,8 +5,16 @@
 # runs through a throwaway SLURM cluster; ECHO_SLURM_CHECKS=0 skips that, =1 insists on it.
 # Extra arguments go to pytest and skip the workflow checks, e.g.
 #   scripts/test.sh tests/test_echo_core.py -x
+# The tests marked slow run too. `scripts/test.sh --fast` (first argument) runs ruff and the
+# tests not marked slow only, and no check after them (about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+marks="slow or not slow"
+fast=0
+if [ "${1:-}" = --fast ]; then
+    marks="not slow" fast=1
+    shift
+fi
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
@@ -16,11 +24,11 @@ export ECHO_DATA_SKIPS_FILE
 trap '[ ! -s "$ECHO_DATA_SKIPS_FILE" ] || echo "test: $(cat "$ECHO_DATA_SKIPS_FILE")" >&2
       rm -f "$ECHO_DATA_SKIPS_FILE"' EXIT
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest -m "$marks" "$@" || status=$?
 if [ "$status" = 5 ]; then
     echo "test: pytest collected no tests; that is a failure, not a pass" >&2
 fi
-if [ "$status" != 0 ] || [ "$#" -gt 0 ]; then
+if [ "$status" != 0 ] || [ "$#" -gt 0 ] || [ "$fast" = 1 ]; then
     exit "$status"
 fi
 scripts/check-workflow.sh

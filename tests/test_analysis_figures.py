@@ -241,6 +241,7 @@ def test_save_writes_png_and_pdf_and_nothing_else(inputs, tmp_path):
         save(Figure(), tmp_path / "x.svg")
 
 
+@pytest.mark.slow
 def test_command_line_aggregates_draws_and_summarizes(inputs, tmp_path, capsys):
     studies = {name: [str(p) for p in paths] for name, paths in inputs["studies"].items()}
     study_file = tmp_path / "studies.json"

@@ -123,6 +123,7 @@ def _project_copy(root: Path) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="copies the checkout with git ls-files")
+@pytest.mark.slow
 def test_a_new_figure_file_appears_in_snakemake_figures_and_the_report(tmp_path):
     project = _project_copy(tmp_path / "project")
     shutil.copy(ROOT / "tests/toy_figure.py", project / "analysis/figures/toy_figure.py")

@@ -137,6 +137,7 @@ def test_numpy_integers_are_accepted():
     assert (stage.max_factor, stage.prefetch) == (2, 3)
 
 
+@pytest.mark.slow
 def test_an_epoch_left_open_at_exit_ends_the_process_cleanly():
     """A script that stops reading mid-epoch and just ends: the loader thread is stopped and
     joined at exit. Before, it was caught inside the loader's torch op while the interpreter

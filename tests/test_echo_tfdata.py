@@ -129,6 +129,7 @@ def test_cardinality_is_kept_for_integer_factors(factor, buffer):
 
 
 @pytest.mark.parametrize("factor", [2, 1.5])
+@pytest.mark.slow
 def test_a_counter_on_the_chunked_path_counts_per_chunk_and_ends_exact(factor):
     counter = EchoCounter()
     # 40 chunks, expanded (and counted) in parallel: no update may be lost

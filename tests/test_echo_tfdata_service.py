@@ -69,6 +69,7 @@ CHUNK = (1 << 20) // ELEMENT_BYTES  # elements in one chunk of the echo stage, w
 # ahead of what it emits by the few chunks its parallel expansion holds
 
 
+@pytest.mark.slow
 def test_echo_after_distribute_trains_twice_on_what_crossed_the_network_once():
     servers, target = _start_service()
     received, trained = {}, {}

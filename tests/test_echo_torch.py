@@ -164,6 +164,7 @@ def test_load_state_dict_rejects_bad_state():
         Echo(range(3), 2).load_state_dict({"epoch": 0, "position": -1, "fresh": 0, "emitted": 0})
 
 
+@pytest.mark.slow
 def test_counts_survive_spawned_workers():
     stage = Echo(list(range(100)), 2, shuffle_buffer=3)
     loader = DataLoader(stage, batch_size=7, num_workers=2, multiprocessing_context="spawn")

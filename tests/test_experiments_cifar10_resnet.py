@@ -86,6 +86,7 @@ def test_augmentation_pads_crops_and_flips():
 
 
 @needs_fashion_mnist
+@pytest.mark.slow
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     record = run_workload(
         tmp_path,
@@ -109,6 +110,7 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
 
 
 @needs_fashion_mnist
+@pytest.mark.slow
 def test_cpu_scale_baseline_reaches_its_target(tmp_path):
     """The declared cpu target at e=1 (calibrated: 250-400 steps over 5 seeds, ~30 s)."""
     record = run_workload(tmp_path, "cifar10_resnet", "--seed", "0", "--device", "cpu")

@@ -113,6 +113,7 @@ def test_coco_reader_skips_crowds_and_images_without_boxes(tmp_path):
 
 
 @needs_fashion_mnist
+@pytest.mark.slow
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     record = run_workload(
         tmp_path,

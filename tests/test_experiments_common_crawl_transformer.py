@@ -84,6 +84,7 @@ def test_c4_reader_and_missing_shards(tmp_path, monkeypatch):
         load_c4("validation", tmp_path / "c4" / "missing")
 
 
+@pytest.mark.slow
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     try:
         record = run_workload(

@@ -55,6 +55,7 @@ def run_in(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_readme_skeleton_is_one_file_and_one_config_entry(fresh_tree):
     snakemake = str(Path(sys.executable).parent / "snakemake")
     planned = run_in(fresh_tree, snakemake, "records", "-n", "--cores", "1",

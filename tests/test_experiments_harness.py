@@ -220,6 +220,7 @@ def test_same_seed_same_record_for_a_search_trial(tmp_path, toy_workload):
     assert without_timing(a) == without_timing(b)
 
 
+@pytest.mark.slow
 def test_a_real_cpu_scale_workload_gives_the_same_record_for_the_same_seed(tmp_path):
     args = ("--workload", "lm1b_transformer", "--max-fresh", "64", "--eval-every-fresh", "32",
             "--repetition", "0", "--trial", "1", "--seed", "1")  # fmt: skip
@@ -336,6 +337,7 @@ def test_bad_arguments_exit_with_one_line_naming_them(tmp_path, toy_workload, ca
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_command_line_exits_nonzero_in_a_fresh_process(tmp_path):
     out = tmp_path / "r.json"
     result = subprocess.run(

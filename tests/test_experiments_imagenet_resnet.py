@@ -67,6 +67,7 @@ def test_augment_crops_to_the_configured_size():
 
 
 @needs_fashion_mnist
+@pytest.mark.slow
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     record = run_workload(
         tmp_path,

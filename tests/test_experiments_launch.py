@@ -11,6 +11,7 @@ from experiments.launch import main
 
 
 @needs_fashion_mnist
+@pytest.mark.slow
 def test_shared_launch_trains_every_learning_rate_and_summarizes(tmp_path):
     args = ["--workload", "cifar10_resnet", "--lrs", "0.1", "0.05", "--loading", "shared"]
     budget = ["--max-fresh", "512", "--eval-every-fresh", "512", "--num-workers", "1"]

@@ -112,6 +112,7 @@ def test_lm1b_reader_and_missing_folder(tmp_path, monkeypatch):
         load_lm1b("train", tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     try:
         record = run_workload(
@@ -127,6 +128,7 @@ def test_cpu_scale_runs_end_to_end_on_a_tiny_budget(tmp_path):
     assert [r["fresh_examples"] for r in record["eval_curve"]] == [0, 32, 64]
 
 
+@pytest.mark.slow
 def test_the_workload_modules_import_neither_transformers_nor_datasets():
     """A spawned DataLoader worker imports the workload's module: it must not pay for them."""
     import subprocess

@@ -23,6 +23,7 @@ def rows(path: Path) -> list[dict]:
 
 
 @pytest.mark.timeout(720)  # under two minutes alone; a loaded machine takes longer
+@pytest.mark.slow
 def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
     result = subprocess.run(

@@ -366,6 +366,7 @@ def make_loader(samples: int = 48, batch_size: int = 16):
     return id_batches(samples, batch_size)
 
 
+@pytest.mark.slow
 def test_command_line_serves_a_loader_factory():
     import subprocess
     import sys
@@ -387,6 +388,7 @@ def test_command_line_serves_a_loader_factory():
         process.kill()
 
 
+@pytest.mark.slow
 def test_command_line_rejects_a_bad_loader_with_a_one_line_error():
     import subprocess
     import sys

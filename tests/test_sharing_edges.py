@@ -29,6 +29,7 @@ def _connect_timed(endpoint, outcome, timeout_s):
         outcome.put((f"TimeoutError: {error}", time.monotonic() - began))
 
 
+@pytest.mark.slow
 def test_the_wait_for_the_welcome_honours_timeout_s():
     """The welcome comes with the producer's first batch; a consumer waits for it as long as
     its ``timeout_s`` says (None: as long as the producer lives), not a fixed 30 s."""
@@ -277,6 +278,7 @@ def test_a_forked_copy_of_a_producer_does_not_unlink_its_parents_socket(tmp_path
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
     """A script that never calls leave(): at exit the consumer leaves cleanly (the exit
     handlers run before modules are torn down), with nothing printed."""
@@ -301,6 +303,7 @@ def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
     assert (metrics["consumers_left"], metrics["consumers_lost"]) == (1, 0)
 
 
+@pytest.mark.slow
 def test_a_producer_serving_in_a_daemon_thread_stops_its_loader_at_exit():
     """``threading.Thread(target=producer.serve, daemon=True)`` and a script that just ends:
     the loader's iteration is closed at exit (a DataLoader's workers shut down), not frozen
@@ -401,6 +404,7 @@ def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
         assert when - failed_at < 5.0
 
 
+@pytest.mark.slow
 def test_consumers_learn_at_once_that_serving_ended_even_while_the_loader_is_stuck():
     """serve() waits up to 10 s for a stuck loader's thread once it ends: the consumers must
     not wait with it (they used to block until close() had waited too)."""

@@ -113,6 +113,7 @@ def _consume_until(endpoint, results, stop):
     consumer.leave()
 
 
+@pytest.mark.slow
 def test_fuzzed_messages_never_cost_a_well_behaved_consumer_a_batch():
     results, stop = FORK.Queue(), FORK.Event()
     failures: list[BaseException] = []

@@ -105,6 +105,7 @@ def _trial(kind: str, rng: random.Random) -> tuple[float, dict]:
     return ended_at, outcomes
 
 
+@pytest.mark.slow
 def test_every_consumer_learns_promptly_how_the_stream_ended_under_load():
     rng = random.Random(20261202)
     burner = start(_burn, 150.0)

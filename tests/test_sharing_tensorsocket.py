@@ -28,6 +28,7 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
 
 
+@pytest.mark.slow
 def test_tensorsocket_simple_producer_and_consumer_run_with_only_the_import_changed(tmp_path):
     port = str(20000 + os.getpid() % 20000)  # the examples' 5556, unique to this run
     for name in ("simple_producer.py", "simple_consumer.py"):
@@ -78,6 +79,7 @@ def _consume_ts(port, results):
     results.put((epochs, consumer.epoch))
 
 
+@pytest.mark.slow
 def test_rubber_band_and_buffer_size_map_onto_replay_and_max_lag():
     batches = [(torch.zeros(4, 2), torch.arange(i * 4, i * 4 + 4)) for i in range(10)]
     port = f"map{os.getpid()}"
@@ -123,6 +125,7 @@ START_ORDERS = {
 
 
 @pytest.mark.parametrize("offsets", START_ORDERS.values(), ids=START_ORDERS.keys())
+@pytest.mark.slow
 def test_tensorsocket_start_order_gives_every_consumer_every_epoch_whole(tmp_path, offsets):
     """A 2-worker DataLoader of 200 samples in batches of 8, 3 epochs of the producer's loop;
     consumers of batch size 8 and 16 each loop 3 epochs with a 20 ms step."""
