@@ -33,6 +33,8 @@ from torch.utils.data import Dataset
 from benchmarks.common import machine_note, print_table, write_csv
 from echo.torch import Echo
 
+__all__ = ["FACTORS", "TensorTable", "main", "measure", "tf_cases", "torch_cases"]
+
 FACTORS = (1, 2, 4)
 
 
@@ -78,6 +80,14 @@ def torch_cases(n: int) -> dict[tuple[str, str], Callable[[], int]]:
 
 
 def tf_cases(n: int) -> dict[tuple[str, str], Callable[[], int]]:
+    """(source, stage) -> a function that iterates it once and returns items seen, for tf.data.
+
+    The source is ``Dataset.range(n)``, bare and through `echo.tfdata.echo` (with and without
+    a counter), counted in batches inside a traced function. Imports TensorFlow.
+
+    Args:
+        n: Items in the source.
+    """
     import tensorflow as tf
 
     from echo.tfdata import EchoCounter, echo
@@ -128,6 +138,14 @@ def measure(cases: dict, rounds: int) -> dict[tuple[str, str], tuple[float, int]
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: time the PyTorch cases, then the tf.data ones; write the CSV, print it.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The rows written, one per (source, stage).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument("--items", type=int, default=2_000_000, help="source size (2000000)")

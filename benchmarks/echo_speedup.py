@@ -26,6 +26,19 @@ from torch.utils.data import DataLoader, IterableDataset
 from benchmarks.common import machine_note, print_table, write_csv
 from echo.torch import Echo, EchoOnStall
 
+__all__ = [
+    "SPEEDUP_COLUMNS",
+    "ComputeStep",
+    "SlowUpstream",
+    "cases_for",
+    "echo_cases",
+    "main",
+    "median_rates",
+    "run",
+    "speedups",
+    "steps_per_second",
+]
+
 SPEEDUP_COLUMNS = ("steps_per_s", "speedup_vs_e1", "ideal_speedup", "fraction_of_ideal")
 """The columns `speedups` gives each case, besides its mode and factor."""
 
@@ -163,6 +176,15 @@ def cases_for(ratio: float, step_s: float, args: argparse.Namespace) -> dict[tup
 
 
 def run(args: argparse.Namespace) -> list[dict]:
+    """Measure every case at each upstream ratio R of ``args.ratios``, printing each line.
+
+    Args:
+        args: The parsed command line of `main`.
+
+    Returns:
+        One row per (R, mode, factor): R as asked and as run, the columns ``SPEEDUP_COLUMNS``
+        (`speedups`) and the settings they were measured with.
+    """
     torch.set_num_threads(1)
     step_s = args.step_ms / 1000
     step = ComputeStep(step_s)
@@ -203,6 +225,14 @@ def run(args: argparse.Namespace) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: measure (`run`), write the CSV and print the table.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The rows written (`run`).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument(

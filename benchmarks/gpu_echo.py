@@ -31,6 +31,8 @@ from benchmarks.echo_speedup import (
 from benchmarks.jpeg_training import JpegCrops, TrainStep, jpeg_loader, write_jpeg_folder
 from experiments.devices import describe, resolve_device
 
+__all__ = ["loader_seconds_per_batch", "main", "run"]
+
 
 def loader_seconds_per_batch(loader, batches: int, warmup: int) -> float:
     """Seconds per batch of ``loader`` iterated alone, after ``warmup`` batches."""
@@ -44,6 +46,16 @@ def loader_seconds_per_batch(loader, batches: int, warmup: int) -> float:
 
 
 def run(args: argparse.Namespace, root: str) -> list[dict]:
+    """Measure R, then the steps/s of every echo case on ``args.device``.
+
+    Args:
+        args: The parsed command line of `main`.
+        root: The JPEG ImageFolder (`benchmarks.jpeg_training.write_jpeg_folder`).
+
+    Returns:
+        One row per echo case: R, the step's and the loader's times, the columns
+        ``SPEEDUP_COLUMNS`` (`benchmarks.echo_speedup.speedups`) and the settings.
+    """
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     dataset = JpegCrops(root, args.image_size)
@@ -93,6 +105,15 @@ def run(args: argparse.Namespace, root: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: generate the JPEG files in a temporary folder, measure (`run`), remove
+    them, write the CSV and print the table.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The rows written (`run`).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument("--device", default="cuda", help="cuda, cpu or auto (cuda)")

@@ -27,6 +27,8 @@ from experiments import registry
 from experiments.harness import Run, RunConfig
 from experiments.identity import RunOptions, RunSpec
 
+__all__ = ["EXAMPLES", "PAPER_CONFIG", "main", "smoke_row"]
+
 PAPER_CONFIG = Path(__file__).parents[1] / "config" / "paper.yaml"
 EXAMPLES = {  # generated examples per workload: a few epochs of the default steps at most
     "cifar10_resnet": 10_000,
@@ -80,6 +82,15 @@ def smoke_row(workload: str, root: Path, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: for each workload, generate its data in a temporary folder and train it
+    (`smoke_row`); write the CSV after each workload, then print the table.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The rows written, one per workload.
+    """
     train = yaml.safe_load(PAPER_CONFIG.read_text())["train"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")

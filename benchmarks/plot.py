@@ -19,8 +19,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
+__all__ = ["FIGURES", "echo_speedup", "main", "shared_loading"]
+
 
 def echo_speedup(table: pd.DataFrame, out: Path) -> None:
+    """Draw `benchmarks.echo_speedup`'s table: steps/s relative to e = 1 against the measured
+    R, one line per mode and factor, each with its ideal min(e, R) dashed.
+
+    Args:
+        table: The benchmark's CSV, read.
+        out: The figure file; its suffix (``.png``, ``.pdf``) chooses the format.
+    """
     figure, axis = plt.subplots(figsize=(6, 4))
     for (mode, factor), rows in table.groupby(["mode", "factor"]):
         rows = rows.sort_values("measured_R")
@@ -39,6 +48,13 @@ def echo_speedup(table: pd.DataFrame, out: Path) -> None:
 
 
 def shared_loading(table: pd.DataFrame, out: Path) -> None:
+    """Draw `benchmarks.sharing`'s table: batches/s per consumer and CPU ms per batch received
+    against the number of consumers N, one line per mode and workload.
+
+    Args:
+        table: The benchmark's CSV, read.
+        out: The figure file; its suffix (``.png``, ``.pdf``) chooses the format.
+    """
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     modes = sorted(table["mode"].unique())
     styles = dict(zip(sorted(table["workload"].unique()), ["-", "--", ":", "-."], strict=False))
@@ -65,9 +81,19 @@ def shared_loading(table: pd.DataFrame, out: Path) -> None:
 
 
 FIGURES = {"echo_on_stall": echo_speedup, "per_consumer_batches_per_s": shared_loading}
+"""A column, or a ``mode``, that only one benchmark's CSV holds -> the function drawing it."""
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Command line: draw ``--in`` into ``--out`` with the function its columns call for
+    (`FIGURES`).
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Raises:
+        SystemExit: The CSV is none that `FIGURES` knows (exit status 2).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in", dest="source", required=True, help="benchmark CSV")
     parser.add_argument("--out", required=True, help="figure file (.png or .pdf)")

@@ -18,7 +18,7 @@ import time
 from benchmarks.common import finish_trial, machine_note, print_table, write_csv
 from benchmarks.sharing import BATCH, FORK, Images, pool_producer
 
-__all__ = ["main", "train"]
+__all__ = ["main", "run", "train"]
 
 
 def train(endpoint: str, name: str, step_s: float, echo_on_stall: int, report) -> None:
@@ -61,6 +61,15 @@ def run(factor: int, args) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: one trial (`run`) per echo factor of the fast consumer in ``--factors``;
+    write the CSV and print the table.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The rows written, one per consumer and trial.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument("--batches", type=int, default=200, help="batches in the epoch (200)")

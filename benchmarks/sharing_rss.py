@@ -22,7 +22,7 @@ import time
 from benchmarks.common import finish_trial, machine_note, print_table, write_csv
 from benchmarks.sharing import BATCH, FORK, Images, make_loader, shared_consumer
 
-__all__ = ["MODES", "main", "meminfo_mb", "status_mb"]
+__all__ = ["MODES", "main", "meminfo_mb", "run", "status_mb"]
 
 MODES = ("shared", "shared_pool")
 
@@ -103,6 +103,15 @@ def run(mode: str, args) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Command line: one trial (`run`) per mode of ``--modes``; write every sample to the CSV
+    and print each mode's first and last quarter of samples, averaged.
+
+    Args:
+        argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
+
+    Returns:
+        The samples written.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument("--consumers", type=int, default=4, help="N (4)")

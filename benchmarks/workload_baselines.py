@@ -18,6 +18,8 @@ from experiments import registry
 from experiments.harness import RunConfig, run
 from experiments.identity import RunOptions, RunSpec
 
+__all__ = ["COLUMNS", "baseline_row", "main", "summarise"]
+
 COLUMNS = (
     "workload",
     "seed",
