@@ -1,17 +1,32 @@
-"""Helpers shared by the benchmarks: atomic CSV output and a plain-text table."""
+"""Helpers shared by the benchmarks: atomic CSV output, a plain-text table, and the options
+of a benchmark the workflow runs, read from its section of the workflow config's schema."""
 
 from __future__ import annotations
 
+import argparse
+import copy
 import csv
+import functools
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from experiments.files import atomic_write
 
-__all__ = ["finish_trial", "machine_note", "print_table", "write_csv"]
+__all__ = [
+    "add_schema_options",
+    "check_schema_options",
+    "finish_trial",
+    "machine_note",
+    "print_table",
+    "schema_section",
+    "write_csv",
+]
+
+_TYPES = {"integer": int, "number": float, "string": str}
 
 
 def write_csv(rows: Sequence[dict], path: str | Path) -> None:
@@ -61,3 +76,78 @@ def finish_trial(processes: Sequence, helpers: Sequence, timeout_s: float) -> No
         if helper.is_alive():
             helper.kill()
             helper.join()
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    import yaml
+
+    from experiments.study import SCHEMA
+
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def schema_section(section: str) -> dict[str, Any]:
+    """The JSON Schema of section ``section`` (e.g. ``"sharing"``) of the workflow config:
+    ``workflow/schemas/config.schema.yaml``, which states the options of the benchmark the
+    workflow runs from that section, their defaults and descriptions.
+
+    Args:
+        section (str): A top-level key of the workflow config.
+
+    Returns:
+        dict[str, Any]: Its schema (a copy); ``["properties"]`` maps each option to its own.
+    """
+    return copy.deepcopy(_schema()["properties"][section])
+
+
+def add_schema_options(parser: argparse.ArgumentParser, section: str) -> None:
+    """Add one option to ``parser`` per option of ``section`` (`schema_section`): ``--ts-batches``
+    for ``ts_batches``, with the schema's type (a list: several values; a boolean:
+    ``--touch``/``--no-touch``), choices, default and description.
+
+    Args:
+        parser (argparse.ArgumentParser): The benchmark's parser.
+        section (str): The workflow config's section the benchmark is run from.
+    """
+    for name, option in schema_section(section)["properties"].items():
+        help = option["description"].replace("%", "%%") + " (default: %(default)s)"
+        kwargs: dict[str, Any] = {"default": option["default"], "help": help}
+        values = option["items"] if option.get("type") == "array" else option
+        if values.get("type") == "boolean":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif "enum" in values:
+            kwargs["choices"] = values["enum"]
+        else:
+            kwargs["type"] = _TYPES[values["type"]]
+        if values is not option:
+            kwargs["nargs"] = "+"
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+
+
+def check_schema_options(section: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the defaults of ``section`` (`schema_section`) filled in, checked
+    against its schema.
+
+    Args:
+        section (str): The workflow config's section the benchmark is run from.
+        options (Mapping[str, Any]): Some of its options (the workflow passes them all).
+
+    Returns:
+        dict[str, Any]: Every option of the section.
+
+    Raises:
+        ValueError: ``SECTION.KEY: what is wrong``, e.g. ``sharing.batches: 0 is less than the
+            minimum of 1``, or an option the section does not have.
+    """
+    import jsonschema
+
+    schema = schema_section(section)
+    defaults = {name: option["default"] for name, option in schema["properties"].items()}
+    completed = {**copy.deepcopy(defaults), **options}
+    validator = jsonschema.validators.validator_for(_schema())(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(completed))
+    if error is not None:
+        key = ".".join(str(part) for part in (section, *error.absolute_path))
+        raise ValueError(f"{key}: {error.message}")
+    return completed

@@ -45,22 +45,61 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from benchmarks.common import finish_trial, machine_note, print_table, write_csv
+from benchmarks.common import (
+    add_schema_options,
+    check_schema_options,
+    finish_trial,
+    machine_note,
+    print_table,
+    write_csv,
+)
 from experiments.procstat import TreeCpu
+
+__all__ = [
+    "BATCH",
+    "FORK",
+    "ROLES",
+    "CpuBound",
+    "Images",
+    "calibrate_work",
+    "consumer_batches",
+    "cpu_by_role",
+    "main",
+    "make_dataset",
+    "make_loader",
+    "own_consumer",
+    "pool_producer",
+    "run",
+    "run_trial",
+    "shared_consumer",
+    "shared_producer",
+    "tfds_consumer",
+    "tfds_server",
+    "trial",
+    "ts_consumer",
+    "ts_producer",
+]
 
 FORK = mp.get_context("fork")
 ROLES = ("consumers", "consumer_loaders", "producer", "producer_loaders")
-TOUCH = True  # consumers read one value per page (main() sets it; trials are forked)
-MODES = ("own", "shared", "shared_pool", "shared_recut", "tensorsocket", "tfdata_service")
+TOUCH = True  # consumers read one value per page (run() sets it; trials are forked)
 BATCH = 64
 
 
 class Images(Dataset):
-    """A cheap source of 3x224x224 uint8 images (already decoded, in memory)."""
+    """A cheap source of 3x224x224 uint8 images (already decoded, in memory): ``(image,
+    index)`` pairs, every image the same tensor.
+
+    Args:
+        n (int): Examples.
+    """
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -74,7 +113,13 @@ class Images(Dataset):
 
 
 class CpuBound(Dataset):
-    """3x32x32 float32 samples that each take a fixed amount of CPU work (~2 ms)."""
+    """3x32x32 float32 samples that each take a fixed amount of CPU work (~2 ms):
+    ``(image, index)`` pairs.
+
+    Args:
+        n (int): Examples.
+        work (int): Loop iterations per example (`calibrate_work`).
+    """
 
     def __init__(self, n: int, work: int) -> None:
         self.n, self.work = n, work
@@ -91,7 +136,14 @@ class CpuBound(Dataset):
 
 
 def calibrate_work(target_s: float = 0.002) -> int:
-    """Loop iterations of `CpuBound` that take ``target_s`` of CPU on this machine."""
+    """Loop iterations of `CpuBound` that take ``target_s`` of CPU on this machine.
+
+    Args:
+        target_s (float): CPU seconds per example. Default 0.002.
+
+    Returns:
+        int: Iterations (at least 1).
+    """
     probe = CpuBound(1, 100_000)
     start = time.process_time()
     probe[0]
@@ -99,11 +151,30 @@ def calibrate_work(target_s: float = 0.002) -> int:
 
 
 def make_dataset(workload: str, batches: int, work: int) -> Dataset:
+    """The dataset of ``workload``.
+
+    Args:
+        workload (str): ``images`` (`Images`) or ``cpu`` (`CpuBound`).
+        batches (int): Its length in `BATCH`-example batches.
+        work (int): `CpuBound`'s iterations per example (`calibrate_work`).
+
+    Returns:
+        Dataset: ``BATCH * batches`` examples.
+    """
     n = BATCH * batches
     return Images(n) if workload == "images" else CpuBound(n, work)
 
 
 def make_loader(dataset: Dataset, workers: int) -> DataLoader:
+    """The benchmark's DataLoader over ``dataset``: `BATCH`-example batches, in order.
+
+    Args:
+        dataset (Dataset): `make_dataset`'s.
+        workers (int): Worker processes (0: in the calling process).
+
+    Returns:
+        DataLoader: The loader.
+    """
     return DataLoader(dataset, batch_size=BATCH, num_workers=workers, shuffle=False)
 
 
@@ -128,39 +199,86 @@ def _measure(batches, count: int, report, name: str, per_batch: float = 1.0) -> 
 # ---------------------------------------------------------------- one process per role
 
 
-def own_consumer(dataset, workers, count, report, name):
+def own_consumer(dataset: Dataset, workers: int, count: int, report: Any, name: int) -> None:
+    """A consumer process (mode ``own``): its own loader, ``count`` batches measured.
+
+    Args:
+        dataset (Dataset): `make_dataset`'s.
+        workers (int): Its loader's worker processes.
+        count (int): Batches to read.
+        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
+        name (int): The consumer's index.
+    """
     _measure(make_loader(dataset, workers), count, report, name)
 
 
-def shared_producer(dataset, workers, endpoint, consumers):
+def shared_producer(dataset: Dataset, workers: int, endpoint: str, consumers: int) -> None:
+    """The producer process of modes ``shared`` and ``shared_recut``: a `sharing.Producer` of
+    one loader, serving until the trial ends it with SIGTERM, like a long-running shared loader.
+
+    Args:
+        dataset (Dataset): `make_dataset`'s.
+        workers (int): The loader's worker processes.
+        endpoint (str): Where it listens (``unix:@NAME``).
+        consumers (int): Consumers it waits for before the first batch.
+    """
     from sharing import Producer
 
-    # Serves until the trial ends it with SIGTERM, like a long-running shared loader.
     with Producer(
-        make_loader(dataset, workers), endpoint=endpoint, epochs=None, wait_for=consumers
+        make_loader(dataset, workers), endpoint=endpoint, epochs=None, consumers=consumers
     ) as producer:
         producer.serve()
 
 
-def pool_producer(dataset, workers, endpoint, consumers):
+def pool_producer(dataset: Dataset, workers: int, endpoint: str, consumers: int) -> None:
+    """The producer process of mode ``shared_pool``: `sharing.Producer.from_dataset`, its
+    workers collating into recycled shared-memory segments; serves until SIGTERM.
+
+    Args:
+        dataset (Dataset): `make_dataset`'s.
+        workers (int): Its worker processes.
+        endpoint (str): Where it listens (``unix:@NAME``).
+        consumers (int): Consumers it waits for before the first batch.
+    """
     from sharing import Producer
 
     producer = Producer.from_dataset(
         dataset, batch_size=BATCH, num_workers=workers, endpoint=endpoint, epochs=None,
-        wait_for=consumers,
+        consumers=consumers,
     )  # fmt: skip
     with producer:
         producer.serve()
 
 
-def shared_consumer(endpoint, count, report, name, batch_size=None):
+def shared_consumer(
+    endpoint: str, count: int, report: Any, name: int, batch_size: int | None = None
+) -> None:
+    """A consumer process of the shared modes: a `sharing.Consumer`, ``count`` batches measured.
+
+    Args:
+        endpoint (str): The producer's.
+        count (int): Batches to read.
+        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
+        name (int): The consumer's index.
+        batch_size (int | None): Examples per batch it asks for (``shared_recut``). Default
+            None: the producer's.
+    """
     from sharing import Consumer
 
     with Consumer(endpoint, batch_size=batch_size, connect_timeout_s=30) as consumer:
         _measure(consumer, count, report, name, (batch_size or BATCH) / BATCH)
 
 
-def ts_producer(path, dataset, workers, ports):
+def ts_producer(path: str, dataset: Dataset, workers: int, ports: tuple[int, ...]) -> None:
+    """The producer process of mode ``tensorsocket``: a ``TensorProducer`` bound to
+    127.0.0.1, serving epoch after epoch until killed.
+
+    Args:
+        path (str): Folder where tensorsocket is installed.
+        dataset (Dataset): `make_dataset`'s.
+        workers (int): Its loader's worker processes.
+        ports (tuple[int, ...]): Data, ack and two heartbeat ports.
+    """
     sys.path.insert(0, path)
     import tensorsocket.producer as tsp
 
@@ -174,7 +292,17 @@ def ts_producer(path, dataset, workers, ports):
             pass
 
 
-def ts_consumer(path, ports, count, report, name):
+def ts_consumer(path: str, ports: tuple[int, ...], count: int, report: Any, name: int) -> None:
+    """A consumer process of mode ``tensorsocket``: a ``TensorConsumer``, ``count`` batches
+    measured; it exits at once after reporting (its background threads never end).
+
+    Args:
+        path (str): Folder where tensorsocket is installed.
+        ports (tuple[int, ...]): `ts_producer`'s.
+        count (int): Batches to read.
+        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
+        name (int): The consumer's index.
+    """
     sys.path.insert(0, path)
     import tensorsocket.consumer as tsc
 
@@ -193,8 +321,12 @@ def ts_consumer(path, ports, count, report, name):
     os._exit(0)  # its background threads never end
 
 
-def tfds_server(target_queue):
-    """A tf.data service dispatcher and one worker in this process, until killed."""
+def tfds_server(target_queue: Any) -> None:
+    """A tf.data service dispatcher and one worker in this process, until killed.
+
+    Args:
+        target_queue (multiprocessing.Queue): Receives the dispatcher's address.
+    """
     import tensorflow as tf
 
     service = tf.data.experimental.service
@@ -207,8 +339,16 @@ def tfds_server(target_queue):
     worker.join()
 
 
-def tfds_consumer(target, count, report, name):
-    """Reads the shared job through the cross-trainer cache (each trainer sees all data)."""
+def tfds_consumer(target: str, count: int, report: Any, name: int) -> None:
+    """A consumer process of mode ``tfdata_service``: reads the shared job through the
+    cross-trainer cache (each trainer sees all data), ``count`` batches measured.
+
+    Args:
+        target (str): The dispatcher's address (`tfds_server`).
+        count (int): Batches to read.
+        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
+        name (int): The consumer's index (its trainer id).
+    """
     import tensorflow as tf
 
     service = tf.data.experimental.service
@@ -228,8 +368,17 @@ def tfds_consumer(target, count, report, name):
 # ---------------------------------------------------------------- trials
 
 
-def consumer_batches(mode: str, args) -> int:
-    """Batches each consumer reads in ``mode`` (the same examples in every shared mode)."""
+def consumer_batches(mode: str, args: argparse.Namespace) -> int:
+    """Batches each consumer reads in ``mode`` (the same examples in every shared mode).
+
+    Args:
+        mode (str): The trial's mode.
+        args (argparse.Namespace): The options (`run`'s): ``batches``, ``ts_batches``,
+            ``recut_batch``.
+
+    Returns:
+        int: The batches.
+    """
     if mode == "tensorsocket":
         return args.ts_batches
     if mode == "shared_recut":
@@ -237,8 +386,20 @@ def consumer_batches(mode: str, args) -> int:
     return args.batches
 
 
-def trial(mode: str, workload: str, consumers: int, args, work: int, report) -> None:
-    """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable."""
+def trial(
+    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int, report: Any
+) -> None:
+    """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable.
+
+    Args:
+        mode (str): One of the schema's ``sharing.modes``.
+        workload (str): ``images`` or ``cpu``.
+        consumers (int): N, the consumer processes.
+        args (argparse.Namespace): The options (`run`'s).
+        work (int): `CpuBound`'s iterations per example.
+        report (multiprocessing.Queue): Each consumer's ``(name, received, seconds,
+            per_batch, pid)``.
+    """
     count = consumer_batches(mode, args)
     source_batches = args.ts_batches if mode == "tensorsocket" else args.batches
     dataset = make_dataset(workload, source_batches + 8, work)
@@ -316,7 +477,15 @@ def _kill_leftovers(pids: list[int]) -> None:
 def cpu_by_role(tree: TreeCpu, consumer_pids: set[int]) -> dict[str, float]:
     """CPU seconds of a trial's processes by `ROLES`: a child of the trial process is a
     consumer (it reported a result) or the producer (any other); their descendants are their
-    loaders. The trial's own coordinating process counts in the total only."""
+    loaders. The trial's own coordinating process counts in the total only.
+
+    Args:
+        tree (TreeCpu): The trial process's tree, sampled to its end.
+        consumer_pids (set[int]): The consumers' processes.
+
+    Returns:
+        dict[str, float]: Role -> CPU seconds.
+    """
     seconds = dict.fromkeys(ROLES, 0.0)
     for pid, cpu in tree.cpu.items():
         top = tree.top_ancestor(pid)
@@ -330,7 +499,21 @@ def cpu_by_role(tree: TreeCpu, consumer_pids: set[int]) -> dict[str, float]:
     return seconds
 
 
-def run_trial(mode, workload, consumers, args, work) -> dict:
+def run_trial(
+    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int
+) -> dict:
+    """Run `trial` in a forked process, counting its tree's CPU, and clean up after it.
+
+    Args:
+        mode (str): One of the schema's ``sharing.modes``.
+        workload (str): ``images`` or ``cpu``.
+        consumers (int): N, the consumer processes.
+        args (argparse.Namespace): The options (`run`'s).
+        work (int): `CpuBound`'s iterations per example.
+
+    Returns:
+        dict: The trial's CSV row (rates per consumer, CPU in all and by role, wall time).
+    """
     report = FORK.Queue()
     shm_before = set(os.listdir("/dev/shm"))
     start = time.perf_counter()
@@ -374,38 +557,31 @@ def run_trial(mode, workload, consumers, args, work) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="CSV file to write")
-    parser.add_argument("--consumers", type=int, nargs="+", default=[1, 2, 4], help="N (1 2 4)")
-    parser.add_argument(
-        "--workloads",
-        nargs="+",
-        default=["images", "cpu"],
-        choices=["images", "cpu"],
-        help="workloads (images cpu)",
-    )
-    parser.add_argument(
-        "--modes",
-        nargs="+",
-        default=list(MODES),
-        choices=list(MODES),
-        help="modes to compare (all)",
-    )
-    parser.add_argument("--batches", type=int, default=100, help="batches per consumer (100)")
-    parser.add_argument("--ts-batches", type=int, default=20, help="for tensorsocket (20)")
-    parser.add_argument(
-        "--recut-batch", type=int, default=48, help="consumer batch size of shared_recut (48)"
-    )
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
-    parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
-    parser.add_argument("--trial-timeout", type=float, default=120.0, help="seconds (120)")
-    parser.add_argument(
-        "--no-touch", action="store_true", help="consumers do not read their batches' pages"
-    )
-    args = parser.parse_args(argv)
+def run(
+    out: str | Path, options: Mapping[str, Any], tensorsocket_path: str | None = None
+) -> list[dict]:
+    """Run every (workload, N, mode) trial of ``options``, write the CSV and print a table.
+
+    Args:
+        out (str | Path): CSV file to write.
+        options (Mapping[str, Any]): Options of the workflow config's ``sharing`` section
+            (``consumers``, ``workloads``, ``modes``, ``batches``, ...; see
+            ``workflow/schemas/config.schema.yaml``); one left out takes the schema's default.
+        tensorsocket_path (str | None): Folder where tensorsocket is installed
+            (``benchmarks/install_tensorsocket.sh``). Default None: mode ``tensorsocket`` is
+            skipped.
+
+    Returns:
+        list[dict]: One row per trial, as written.
+
+    Raises:
+        ValueError: An option is not valid (the message names it).
+    """
     global TOUCH
-    TOUCH = not args.no_touch
+    args = argparse.Namespace(
+        **check_schema_options("sharing", options), tensorsocket_path=tensorsocket_path
+    )
+    TOUCH = args.touch
     modes = list(args.modes)
     if "tensorsocket" in modes and not args.tensorsocket_path:
         print(
@@ -434,7 +610,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for key in ("per_consumer_batches_per_s", "aggregate_batches_per_s"):
             value = row[key] / base[key] if base and base[key] else float("nan")
             row[f"{key.removesuffix('_batches_per_s')}_vs_own"] = value
-    write_csv(rows, args.out)
+    write_csv(rows, out)
     print()
     print_table(
         rows,
@@ -451,8 +627,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "consumers_finished",
         ],
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    """``python -m benchmarks.sharing --out CSV [options]``: `run` from the command line. Its
+    options are those of the workflow config's ``sharing`` section, their defaults the
+    schema's (``--help`` lists them), plus ``--tensorsocket-path``.
+
+    Args:
+        argv (list[str] | None): The arguments. Default: the command line's.
+
+    Returns:
+        list[dict]: `run`'s rows.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    add_schema_options(parser, "sharing")
+    parser.add_argument("--tensorsocket-path", help="folder where tensorsocket is installed")
+    options = vars(parser.parse_args(argv))
+    out, path = options.pop("out"), options.pop("tensorsocket_path")
+    try:
+        return run(out, options, path)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 if __name__ == "__main__":

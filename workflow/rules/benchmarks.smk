@@ -4,21 +4,11 @@ rule sharing_benchmark:
         SHARING_CSV,
     log:
         f"{OUT}/logs/sharing_benchmark.log",
-    params:
-        python=PYTHON,
-        flags=flags(SHARING),
-        # TensorSocket for the comparison, installed beside the project (never imported by it)
-        install=(
-            "benchmarks/install_tensorsocket.sh &&"
-            if "tensorsocket" in SHARING.get("modes", ["tensorsocket"])
-            else ""
-        ),
     threads: ALONE  # a throughput benchmark: it runs alone
     conda:
         "../envs/suite.yaml"
-    shell:
-        "({params.install} TF_CPP_MIN_LOG_LEVEL=2 {params.python} -m benchmarks.sharing {params.flags}"
-        " --tensorsocket-path .bench-deps/tensorsocket --out {output}) > {log} 2>&1"
+    script:
+        "../scripts/sharing_benchmark.py"
 
 
 rule echo_speedup:
@@ -29,7 +19,7 @@ rule echo_speedup:
         f"{OUT}/logs/echo_speedup.log",
     params:
         python=PYTHON,
-        flags=flags(SPEEDUP),
+        flags=flags("echo_speedup"),
     threads: ALONE  # a timing benchmark: it runs alone
     conda:
         "../envs/suite.yaml"

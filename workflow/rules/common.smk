@@ -34,17 +34,19 @@ def run_args(wildcards, output):
     return shlex.join(PLAN.runs[output[0]].args())
 
 
-SHARING = config.get("sharing", {})
-SPEEDUP = config.get("echo_speedup", {})
+def flags(section):
+    """A params function: the config's ``section`` (its schema's defaults filled in) as a
+    benchmark's options, ``{"steps": 40, "ratios": [1, 2]}`` -> ``--steps 40 --ratios 1 2``;
+    read only when the rule runs, as the section is there only when the config asks for it."""
 
+    def options(wildcards):
+        parts = []
+        for key, value in config[section].items():
+            values = value if isinstance(value, list) else [value]
+            parts.append(f"--{key.replace('_', '-')} " + " ".join(f"{v}" for v in values))
+        return " ".join(parts)
 
-def flags(options):
-    """``{"ts_batches": 20, "modes": ["own"]}`` -> ``--ts-batches 20 --modes own``."""
-    parts = []
-    for key, value in options.items():
-        values = value if isinstance(value, list) else [value]
-        parts.append(f"--{key.replace('_', '-')} " + " ".join(f"{v}" for v in values))
-    return " ".join(parts)
+    return options
 
 
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
