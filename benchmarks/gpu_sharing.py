@@ -15,7 +15,8 @@ random-resized-cropped and flipped by the ``imagenet_resnet`` workload's augment
 step is ``--arch`` (ResNet-18) at ``--image-size`` (224) under bf16 autocast. Trainers wait
 for each other after their warm-up steps, then time ``--steps`` steps. Per-process steps/s,
 their sum (aggregate), and the CPU cores busy over the timed window (every process of the
-trial, read from /proc) are reported, with the aggregate relative to ``own`` at the same N.
+trial, read from /proc) are reported, with the aggregate relative to ``own`` at the same N
+(``--consumers``, the trainers: the `sharing.Producer`'s consumers; the CSV's ``trainers``).
 
     python -m benchmarks.gpu_sharing --device cuda --out benchmarks/results/gpu_sharing.csv
 """
@@ -31,6 +32,7 @@ import signal
 import tempfile
 import threading
 import time
+from typing import Any
 
 import torch
 
@@ -39,6 +41,21 @@ from benchmarks.jpeg_training import JpegCrops, TrainStep, jpeg_loader, write_jp
 from experiments.devices import describe
 from experiments.pipeline import endless
 from experiments.procstat import TreeCpu
+
+__all__ = [
+    "GOAL",
+    "MODES",
+    "CpuTimeline",
+    "goal_line",
+    "in_memory_trainer",
+    "main",
+    "own_trainer",
+    "run_trial",
+    "shared_producer",
+    "shared_trainer",
+    "trial",
+    "with_ratios",
+]
 
 # Trainers and the producer are forked: this process never touches CUDA (not even to ask
 # whether it is there), so each child initialises it afresh.
@@ -49,7 +66,12 @@ GOAL = (2, 1.9)  # N=2 sharing trainers: at least 1.9x the aggregate of 2 with o
 
 class CpuTimeline(threading.Thread):
     """CPU seconds of a process tree, sampled every ``interval_s`` with their times, so the
-    cores busy between two moments can be read afterwards."""
+    cores busy between two moments can be read afterwards (`cores_busy`).
+
+    Args:
+        root (int): The tree's root process.
+        interval_s (float): Seconds between samples. Default 0.05.
+    """
 
     def __init__(self, root: int, interval_s: float = 0.05) -> None:
         super().__init__(daemon=True)
@@ -62,17 +84,28 @@ class CpuTimeline(threading.Thread):
         self.points.append((time.monotonic(), self.tree.total))
 
     def run(self) -> None:
+        """Sample until `stop`."""
         self._sample()  # a point before any window, and (in stop) one after every window
         while not self._done.wait(self.interval_s):
             self._sample()
 
     def stop(self) -> None:
+        """Stop sampling, and take one last sample (after every window)."""
         self._done.set()
         self.join()
         self._sample()
 
     def cores_busy(self, start: float, end: float) -> float:
-        """Mean CPU cores busy between monotonic times ``start`` and ``end``."""
+        """Mean CPU cores busy between monotonic times ``start`` and ``end``.
+
+        Args:
+            start (float): ``time.monotonic()`` at the window's start.
+            end (float): ``time.monotonic()`` at its end.
+
+        Returns:
+            float: CPU seconds over wall seconds, between the samples around the window (NaN
+            if there are none).
+        """
         times = [t for t, _ in self.points]
         first = max(0, bisect.bisect_left(times, start) - 1)
         last = min(len(times) - 1, bisect.bisect_right(times, end))
@@ -104,79 +137,131 @@ def _dataset(args):
     return JpegCrops(args.root, args.image_size)
 
 
-def own_trainer(args, barrier, report, name) -> None:
+def own_trainer(args: argparse.Namespace, barrier: Any, report: Any, name: int) -> None:
+    """A trainer process of mode ``own``: its own loader of ``args.workers`` processes.
+
+    Args:
+        args (argparse.Namespace): The options (`main`'s).
+        barrier (multiprocessing.Barrier): Where the trainers wait for each other.
+        report (multiprocessing.Queue): Receives ``(name, steps, start, end, device)``.
+        name (int): The trainer's index.
+    """
     loader = jpeg_loader(
         _dataset(args), args.batch_size, args.workers, pin_memory=args.device == "cuda"
     )
     _train(endless(loader), args, barrier, report, name)
 
 
-def in_memory_trainer(args, barrier, report, name) -> None:
+def in_memory_trainer(args: argparse.Namespace, barrier: Any, report: Any, name: int) -> None:
+    """The trainer process of mode ``in_memory``: one batch, kept in device memory, every step.
+
+    Args:
+        args (argparse.Namespace): The options (`main`'s).
+        barrier (multiprocessing.Barrier): Where the trainers wait for each other.
+        report (multiprocessing.Queue): Receives ``(name, steps, start, end, device)``.
+        name (int): The trainer's index.
+    """
     images, labels = next(iter(jpeg_loader(_dataset(args), args.batch_size, 0)))
     batch = (images.to(args.device), labels.to(args.device))
     _train(itertools.repeat(batch), args, barrier, report, name)
 
 
-def shared_producer(args, endpoint, trainers) -> None:
+def shared_producer(args: argparse.Namespace, endpoint: str, consumers: int) -> None:
+    """The producer process of mode ``shared``: one loader of ``args.workers * consumers``
+    processes, served (as CUDA tensors on ``--device cuda``) until the trial ends it with
+    SIGTERM, like a long-running shared loader.
+
+    Args:
+        args (argparse.Namespace): The options (`main`'s).
+        endpoint (str): Where it listens (``unix:@NAME``).
+        consumers (int): The trainers it serves, waited for before the first batch.
+    """
     from sharing import Producer
 
     torch.set_num_threads(1)
     cuda = args.device == "cuda"
-    loader = jpeg_loader(_dataset(args), args.batch_size, args.workers * trainers, pin_memory=cuda)
-    # Serves until the trial ends it with SIGTERM, like a long-running shared loader.
+    loader = jpeg_loader(_dataset(args), args.batch_size, args.workers * consumers, pin_memory=cuda)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     with Producer(
-        loader, endpoint=endpoint, epochs=None, wait_for=trainers, device="cuda" if cuda else None
+        loader, endpoint=endpoint, epochs=None, consumers=consumers, device="cuda" if cuda else None
     ) as producer:
         producer.serve()
 
 
-def shared_trainer(args, endpoint, barrier, report, name) -> None:
+def shared_trainer(
+    args: argparse.Namespace, endpoint: str, barrier: Any, report: Any, name: int
+) -> None:
+    """A trainer process of mode ``shared``: a `sharing.Consumer` of `shared_producer`.
+
+    Args:
+        args (argparse.Namespace): The options (`main`'s).
+        endpoint (str): The producer's.
+        barrier (multiprocessing.Barrier): Where the trainers wait for each other.
+        report (multiprocessing.Queue): Receives ``(name, steps, start, end, device)``.
+        name (int): The trainer's index.
+    """
     from sharing import Consumer
 
     with Consumer(endpoint, connect_timeout_s=60) as consumer:
         _train(endless(consumer), args, barrier, report, name)
 
 
-def trial(mode: str, trainers: int, args, report) -> None:
-    """One (mode, N) trial; runs in its own process, so its CPU is countable."""
-    barrier = FORK.Barrier(trainers)
+def trial(mode: str, consumers: int, args: argparse.Namespace, report: Any) -> None:
+    """One (mode, N) trial; runs in its own process, so its CPU is countable.
+
+    Args:
+        mode (str): One of `MODES`.
+        consumers (int): N, the trainer processes.
+        args (argparse.Namespace): The options (`main`'s).
+        report (multiprocessing.Queue): Each trainer's ``(name, steps, start, end, device)``.
+    """
+    barrier = FORK.Barrier(consumers)
     helpers = []
     if mode == "shared":
         endpoint = f"unix:@gpu-sharing-{os.getpid()}"
-        helpers.append(FORK.Process(target=shared_producer, args=(args, endpoint, trainers)))
-        targets = [(shared_trainer, (args, endpoint, barrier, report, i)) for i in range(trainers)]
+        helpers.append(FORK.Process(target=shared_producer, args=(args, endpoint, consumers)))
+        targets = [(shared_trainer, (args, endpoint, barrier, report, i)) for i in range(consumers)]
     else:
         trainer = own_trainer if mode == "own" else in_memory_trainer
-        targets = [(trainer, (args, barrier, report, i)) for i in range(trainers)]
+        targets = [(trainer, (args, barrier, report, i)) for i in range(consumers)]
     processes = [FORK.Process(target=t, args=a) for t, a in targets]
     for process in helpers + processes:
         process.start()
     finish_trial(processes, helpers, args.trial_timeout)
 
 
-def run_trial(mode: str, trainers: int, args) -> dict:
+def run_trial(mode: str, consumers: int, args: argparse.Namespace) -> dict:
+    """Run `trial` in a forked process, sampling its tree's CPU (`CpuTimeline`).
+
+    Args:
+        mode (str): One of `MODES`.
+        consumers (int): N, the trainer processes.
+        args (argparse.Namespace): The options (`main`'s).
+
+    Returns:
+        dict: The trial's CSV row (steps/s per trainer and in all, cores busy, wall time).
+    """
     report = FORK.Queue()
     started = time.perf_counter()
-    process = FORK.Process(target=trial, args=(mode, trainers, args, report))
+    process = FORK.Process(target=trial, args=(mode, consumers, args, report))
     process.start()
     timeline = CpuTimeline(process.pid)
     timeline.start()
     process.join()
     timeline.stop()
     results = []
-    while len(results) < trainers:
+    while len(results) < consumers:
         try:
             results.append(report.get(timeout=1))
         except Exception:
             break
     rates = [done / (end - start) for _, done, start, end, _ in results if done]
     window = (min(r[2] for r in results), max(r[3] for r in results)) if results else (0, 0)
-    aggregate = sum(rates) if len(rates) == trainers else 0.0
-    workers = args.workers * trainers if mode != "in_memory" else 0
+    aggregate = sum(rates) if len(rates) == consumers else 0.0
+    workers = args.workers * consumers if mode != "in_memory" else 0
     return {
         "mode": mode,
-        "trainers": trainers,
+        "trainers": consumers,
         "workers_per_trainer": args.workers if mode == "own" else 0,
         "loader_workers": workers,
         "arch": args.arch,
@@ -185,7 +270,7 @@ def run_trial(mode: str, trainers: int, args) -> dict:
         "steps": args.steps,
         "trainers_finished": sum(r[1] == args.steps for r in results),
         "per_trainer_steps_per_s": sum(rates) / len(rates) if rates else 0.0,
-        "slowest_trainer_steps_per_s": min(rates) if len(rates) == trainers else 0.0,
+        "slowest_trainer_steps_per_s": min(rates) if len(rates) == consumers else 0.0,
         "aggregate_steps_per_s": aggregate,
         "aggregate_images_per_s": aggregate * args.batch_size,
         "cores_busy": timeline.cores_busy(*window) if results else float("nan"),
@@ -196,7 +281,11 @@ def run_trial(mode: str, trainers: int, args) -> dict:
 
 
 def with_ratios(rows: list[dict]) -> None:
-    """Set each row's ``aggregate_vs_own``: its aggregate over ``own``'s at the same N."""
+    """Set each row's ``aggregate_vs_own``: its aggregate over ``own``'s at the same N.
+
+    Args:
+        rows (list[dict]): `run_trial`'s rows so far, changed in place.
+    """
     own = {r["trainers"]: r["aggregate_steps_per_s"] for r in rows if r["mode"] == "own"}
     for row in rows:
         base = own.get(row["trainers"])
@@ -204,7 +293,15 @@ def with_ratios(rows: list[dict]) -> None:
 
 
 def goal_line(rows: list[dict]) -> str:
-    """Whether N=2 sharing trainers reached the goal over N=2 with own loaders, in words."""
+    """Whether N=2 sharing trainers reached the goal over N=2 with own loaders, in words.
+
+    Args:
+        rows (list[dict]): `run_trial`'s rows.
+
+    Returns:
+        str: ``goal (N=2 shared >= 1.9x own): met, measured ...x`` (or ``NOT met``, or ``not
+        measured``).
+    """
     trainers, factor = GOAL
     found = {r["mode"]: r for r in rows if r["trainers"] == trainers}
     if "own" not in found or "shared" not in found or not found["own"]["aggregate_steps_per_s"]:
@@ -215,38 +312,54 @@ def goal_line(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """``python -m benchmarks.gpu_sharing --out CSV [options]``: every (N, mode) trial, the CSV
+    written after each; ``--help`` lists the options and their defaults.
+
+    Args:
+        argv (list[str] | None): The arguments. Default: the command line's.
+
+    Returns:
+        list[dict]: One row per trial, as written.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="(cuda)")
-    parser.add_argument("--trainers", type=int, nargs="+", default=[1, 2, 4], help="N (1 2 4)")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="(%(default)s)")
     parser.add_argument(
-        "--modes", nargs="+", default=list(MODES), choices=list(MODES), help="modes (all)"
+        "--consumers", "--trainers", type=int, nargs="+", default=[1, 2, 4],
+        help="N, the trainers (each a consumer of the shared modes' producer) (%(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--modes", nargs="+", default=list(MODES), choices=list(MODES), help="(%(default)s)"
     )
-    parser.add_argument("--workers", type=int, default=2, help="loader workers per trainer (2)")
-    parser.add_argument("--arch", default="resnet18", help="torchvision model (resnet18)")
-    parser.add_argument("--batch-size", type=int, default=128, help="images per batch (128)")
-    parser.add_argument("--image-size", type=int, default=224, help="crop side (224)")
-    parser.add_argument("--images", type=int, default=1024, help="JPEG files generated (1024)")
-    parser.add_argument("--warmup", type=int, default=6, help="untimed steps first (6)")
-    parser.add_argument("--steps", type=int, default=24, help="timed steps per trainer (24)")
-    parser.add_argument("--trial-timeout", type=float, default=150.0, help="seconds (150)")
+    options = [
+        ("--workers", int, 2, "loader workers per trainer"),
+        ("--arch", str, "resnet18", "torchvision model"),
+        ("--batch-size", int, 128, "images per batch"),
+        ("--image-size", int, 224, "crop side"),
+        ("--images", int, 1024, "JPEG files generated"),
+        ("--warmup", int, 6, "untimed steps first"),
+        ("--steps", int, 24, "timed steps per trainer"),
+        ("--trial-timeout", float, 150.0, "seconds"),
+    ]
+    for option, kind, default, help in options:
+        parser.add_argument(option, type=kind, default=default, help=f"{help} (%(default)s)")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpu-sharing-") as root:
         args.root = write_jpeg_folder(root, args.images)
-        for trainers in args.trainers:
+        for consumers in args.consumers:
             for mode in args.modes:
-                if mode == "in_memory" and trainers != 1:
+                if mode == "in_memory" and consumers != 1:
                     continue
-                row = run_trial(mode, trainers, args)
+                row = run_trial(mode, consumers, args)
                 rows.append(row)
                 with_ratios(rows)
                 write_csv(rows, args.out)  # after each trial: a run cut short keeps its rows
                 print(
-                    f"{mode:<9} N={trainers} {row['per_trainer_steps_per_s']:7.2f} steps/s per "
+                    f"{mode:<9} N={consumers} {row['per_trainer_steps_per_s']:7.2f} steps/s per "
                     f"trainer, aggregate {row['aggregate_images_per_s']:8.1f} images/s, "
                     f"{row['cores_busy']:.1f} cores busy, "
-                    f"{row['trainers_finished']}/{trainers} finished",
+                    f"{row['trainers_finished']}/{consumers} finished",
                     flush=True,
                 )
     print()
