@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -273,6 +274,30 @@ def _stale(paths: list[str], studies: Plan) -> list[str]:
     return stale
 
 
+def numerics_report(paths: list[str], studies: Plan) -> list[str]:
+    """What the written records' numerics are (`experiments.numerics.record_numerics`): one
+    line counting each kind, a line per study that pools more than one (analysis decides
+    nothing from such a study), and a line when records were not computed in the mode this
+    process runs in."""
+    from experiments import numerics
+
+    kinds = {path: numerics.record_numerics(json.loads(Path(path).read_text())) for path in paths}
+    counts = Counter(kinds.values())
+    lines = ["numerics: " + ", ".join(f"{n} {kind}" for kind, n in counts.most_common())]
+    for name, members in studies.studies.items():
+        mixed = Counter(kinds[p] for p in members if p in kinds)
+        if len(mixed) > 1:
+            lines.append(f"study {name} pools records of {len(mixed)} numerics: retrain it in one")
+    other = sum(n for kind, n in counts.items() if not kind.startswith(numerics.mode() + " "))
+    if other:
+        lines.append(
+            f"{other} records were not computed in this process's mode ({numerics.mode()}): "
+            "unpinned ones agree with a retrain on their own CPU type only (check a sample "
+            "with python -m analysis verify)"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.study paths --configfile F [--study S] [--workload W]
     [--missing | --existing]``: the record paths of a study, one per line (to train a part
@@ -280,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ``studies`` instead prints them as JSON, study -> paths (``python -m analysis aggregate
     --study-file``: tables from the records landed so far, with ``--existing``); ``check``
     checks the written records against the runs the config asks for (exit 1 naming each
-    stale record and field, as the workflow's ``aggregate`` rule does)."""
+    stale record and field, as the workflow's ``aggregate`` rule does) and counts their
+    numerics (`numerics_report`)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m experiments.study", description=main.__doc__)
@@ -318,8 +344,11 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     if args.command == "check":
-        stale = _stale([p for p in paths if Path(p).exists() and wanted(p)], studies)
+        written = [p for p in paths if Path(p).exists() and wanted(p)]
+        stale = _stale(written, studies)
         print("\n".join(stale) if stale else "every record written is the run the config asks for")
+        if written:
+            print("\n".join(numerics_report(written, studies)))
         return 1 if stale else 0
     if args.command == "studies":
         listed = {name: [p for p in studies.studies[name] if wanted(p)] for name in chosen}

@@ -529,3 +529,19 @@ def test_a_workload_revision_must_be_a_positive_integer(monkeypatch):
     monkeypatch.setattr(cls, "revision", 0)
     with pytest.raises(ValueError, match="revision must be an integer >= 1, got 0"):
         _check_declarations(WORKLOAD, cls)
+
+
+def test_check_counts_the_records_numerics_and_names_a_study_that_mixes_them(tmp_path):
+    from experiments.study import Plan, numerics_report
+
+    stamp = {"mode": "portable", "versions": {"torch": "2.14.1", "mkl": "2024.0", "onednn": "3.12"}}
+    paths = []
+    for name, numerics in (("a", None), ("b", None), ("c", stamp)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"numerics": numerics} if numerics else {}))
+        paths.append(str(path))
+    studies = Plan(runs={}, studies={"old": paths[:2], "both": paths})
+    lines = numerics_report(paths, studies)
+    assert lines[0] == ("numerics: 2 unpinned, 1 portable (torch 2.14.1, MKL 2024.0, oneDNN 3.12)")
+    assert lines[1] == "study both pools records of 2 numerics: retrain it in one"
+    assert lines[2].startswith("2 records were not computed in this process's mode (portable)")
