@@ -58,6 +58,7 @@ from benchmarks.common import (
     finish_trial,
     machine_note,
     print_table,
+    schema_section,
     write_csv,
 )
 from experiments.procstat import TreeCpu
@@ -89,7 +90,9 @@ __all__ = [
 
 FORK = mp.get_context("fork")
 ROLES = ("consumers", "consumer_loaders", "producer", "producer_loaders")
-TOUCH = True  # consumers read one value per page (run() sets it; trials are forked)
+# Consumers read one value per page (run() sets it, trials are forked; the schema's default for
+# the other benchmarks that read batches with shared_consumer).
+TOUCH = schema_section("sharing")["properties"]["touch"]["default"]
 BATCH = 64
 
 

@@ -9,7 +9,7 @@ rule acquire_data:
         scale=config["scale"],
         data_dir=lambda wc: (
             f"--data-dir {config['workloads'][wc.workload]['data_dir']}"
-            if (config["workloads"].get(wc.workload) or {}).get("data_dir")
+            if config["workloads"][wc.workload]["data_dir"]
             else ""
         ),
     conda:
