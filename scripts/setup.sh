@@ -2,7 +2,7 @@
 # Install the system packages the suite needs (requirements/debian.txt: the data packages and
 # the rest) when they are missing, then create the project's virtual environment at .venv
 # (reused when present) and install the project with its pinned dependencies
-# (requirements/constraints.txt), extras `tf`, `dev`, `slurm` and `bench`.
+# (requirements/constraints.txt), extras `tf`, `dev`, `slurm`, `bench` and `docs`.
 # System packages are installed as root or through `sudo -n`; otherwise setup stops with the
 # one command to run. Re-running it is cheap: it installs only what is missing or changed.
 set -euo pipefail
@@ -57,6 +57,6 @@ wanted=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' '
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     echo "setup: installing into .venv (first time: a few minutes, torch is large)"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c requirements/constraints.txt -e ".[tf,dev,slurm,bench]"
+        -c requirements/constraints.txt -e ".[tf,dev,slurm,bench,docs]"
     echo "$wanted" > "$stamp"
 fi
