@@ -497,6 +497,7 @@ def test_the_committed_reference_loads_with_every_kind_and_names_only_registered
     assert "nan" not in " ".join(describe(row) for _, row in reference.iterrows())
 
 
+@pytest.mark.slow
 def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():
     """Only the declaration of a run's identity (experiments.identity, which needs the echo
     points' names), the numerics stamp's reader and the project's file writer come along: no

@@ -80,6 +80,7 @@ def torch_ids(n: int, factor: float, buffer: int, seed: int) -> list[int]:
 
 
 @pytest.mark.parametrize(("factor", "buffer"), [(2, 64), (1.5, 32), (3, 16)])
+@pytest.mark.slow
 def test_torch_and_tfdata_agree_on_counts_and_copy_gap_distribution(factor, buffer):
     n = 3000
     torch_out = torch_ids(n, factor, buffer, seed=0)
@@ -95,6 +96,7 @@ def test_torch_and_tfdata_agree_on_counts_and_copy_gap_distribution(factor, buff
     assert statistic < ks_critical(len(gaps_torch), len(gaps_tf)), statistic
 
 
+@pytest.mark.slow
 def test_gap_comparison_can_tell_different_buffers_apart():
     """The agreement test above would notice a stage that shuffled differently."""
     small, large = copy_gaps(tf_ids(3000, 2, 32, 0)), copy_gaps(torch_ids(3000, 2, 64, 0))

@@ -71,6 +71,7 @@ def test_the_readme_skeleton_is_one_file_and_one_config_entry(fresh_tree):
     assert "time to target" in checked.stdout and checked.stdout.endswith("ok\n")
 
 
+@pytest.mark.slow
 def test_an_unknown_workload_in_the_config_names_the_modules(fresh_tree):
     config = fresh_tree / "config" / "typo.yaml"
     config.write_text(

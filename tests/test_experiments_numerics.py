@@ -21,6 +21,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_importing_experiments_pins_the_libraries_and_check_passes():
     done = _python(
         "import json, experiments; from experiments import numerics; numerics.check(); "
@@ -34,6 +35,7 @@ def test_importing_experiments_pins_the_libraries_and_check_passes():
     assert stamp["versions"]["torch"] and stamp["versions"]["onednn"]
 
 
+@pytest.mark.slow
 def test_native_mode_pins_nothing():
     done = _python(
         "import json, experiments; from experiments import numerics; numerics.check(); "
@@ -52,6 +54,7 @@ def test_an_unknown_mode_is_refused_with_the_valid_ones():
     assert "ECHO_NUMERICS='fast' is not a numerics mode; use one of portable, native" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_run_after_unpinned_tensor_work_is_refused():
     # torch fixes MKL's branch on its first matrix product, before experiments is imported.
     done = _python(

@@ -24,6 +24,7 @@ def paper_scale(workload: str) -> PaperScale:
     return case
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", registry.names())
 def test_paper_scale_trains_on_a_fixture_of_its_data(workload, tmp_path, monkeypatch):
     monkeypatch.setenv("ECHO_SHARE_CACHE", str(tmp_path / "cache"))  # datasets' Arrow files

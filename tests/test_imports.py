@@ -47,6 +47,7 @@ TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
         ("sharing", ["tensorflow", "echo", "experiments", "analysis"]),
     ],
 )
+@pytest.mark.slow
 def test_importing_a_library_pulls_in_nothing_it_should_not(module, forbidden):
     code = f"import sys, {module}; print(','.join(m for m in {forbidden!r} if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -106,6 +106,7 @@ def test_bad_tensorsocket_arguments_name_themselves(kwargs, name):
 
 
 @pytest.mark.parametrize("module", ["sharing", "sharing.tensorsocket"])
+@pytest.mark.slow
 def test_the_shared_loader_needs_neither_pyzmq_nor_tensorsocket_nor_the_rest(module):
     forbidden = ["zmq", "tensorsocket", "tensorflow", "echo", "experiments", "analysis"]
     code = f"import sys, {module}; print(','.join(m for m in {forbidden!r} if m in sys.modules))"
