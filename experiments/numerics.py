@@ -35,6 +35,7 @@ otherwise, e.g. because torch computed something before ``experiments`` was impo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -114,6 +115,14 @@ def apply() -> str:
     return name
 
 
+def _level(*names: str) -> int:
+    """The verbose level the environment asks a library for (0: none)."""
+    for name in names:
+        with contextlib.suppress(KeyError, ValueError):
+            return int(os.environ[name])
+    return 0
+
+
 @cache
 def _verbose_output() -> str:
     """What MKL and oneDNN print (on file descriptor 1) for one matrix product and one
@@ -130,6 +139,9 @@ def _verbose_output() -> str:
         finally:
             os.dup2(saved, 1)
             os.close(saved)
+            # leaving the contexts turned verbose output off: back to what the user asked for
+            torch._C._verbose.mkl_set_verbose(_level("MKL_VERBOSE"))
+            torch._C._verbose.mkldnn_set_verbose(_level("ONEDNN_VERBOSE", "DNNL_VERBOSE"))
         capture.seek(0)
         return capture.read().decode(errors="replace")
 
