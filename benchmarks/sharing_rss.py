@@ -52,11 +52,11 @@ def _produce(mode: str, dataset, workers: int, endpoint: str, consumers: int, ev
     if mode == "shared_pool":
         producer = Producer.from_dataset(
             dataset, batch_size=BATCH, num_workers=workers, endpoint=endpoint, epochs=None,
-            wait_for=consumers,
+            consumers=consumers,
         )  # fmt: skip
     else:
         producer = Producer(
-            make_loader(dataset, workers), endpoint=endpoint, epochs=None, wait_for=consumers
+            make_loader(dataset, workers), endpoint=endpoint, epochs=None, consumers=consumers
         )
     shmem_before, began = meminfo_mb("Shmem"), time.monotonic()
 

@@ -38,7 +38,7 @@ def _producer(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
         sys.executable, "-m", "sharing", "serve",
         "--loader", "experiments.consume:workload_loader",
         "--loader-kwargs", json.dumps(kwargs),
-        "--epochs", "0", "--wait-for", str(len(args.lrs)), "--log-level", "WARNING",
+        "--epochs", "0", "--consumers", str(len(args.lrs)), "--log-level", "WARNING",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     endpoint = process.stdout.readline().strip() if process.stdout else ""

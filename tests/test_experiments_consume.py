@@ -50,7 +50,7 @@ def test_two_learning_rates_train_from_one_loader(tmp_path, toy_workload):
     loader = workload_loader(toy_workload, seed=0)
     runs = [["--workload", toy_workload, "--lr", lr] for lr in ("0.1", "0.05")]
     records, metrics = serve_and_train(
-        tmp_path, {"loader": loader, "epochs": None, "wait_for": 2}, runs
+        tmp_path, {"loader": loader, "epochs": None, "consumers": 2}, runs
     )
     for record in records:
         validate(record)

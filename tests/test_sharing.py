@@ -29,7 +29,7 @@ def no_shm_left():
 @pytest.mark.parametrize("consumers", [1, 2, 3, 4])
 def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, no_shm_left):
     results = FORK.Queue()
-    with Producer(id_batches(203, 16), epochs=2, wait_for=consumers) as producer:
+    with Producer(id_batches(203, 16), epochs=2, consumers=consumers) as producer:
         procs = [start(consume, producer.endpoint, results, 2, None, i) for i in range(consumers)]
         producer.serve()
         metrics = producer.metrics()
@@ -46,7 +46,7 @@ def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, 
 def test_mixed_batch_sizes_slice_and_concatenate(no_shm_left):
     results = FORK.Queue()
     sizes = {"half": 8, "same": 16, "double": 32, "quarter": 4}
-    with Producer(id_batches(100, 16), epochs=1, wait_for=len(sizes)) as producer:
+    with Producer(id_batches(100, 16), epochs=1, consumers=len(sizes)) as producer:
         for name, size in sizes.items():
             start(consume, producer.endpoint, results, 1, size, name)
         producer.serve()
@@ -66,7 +66,7 @@ def _report_cuts(endpoint, results, size):
 def test_any_batch_size_is_recut_across_producer_batches_copying_only_what_spans_two():
     results = FORK.Queue()
     sizes = (6, 20, 7, 8)  # the producer's is 16, with a tail of 4
-    with Producer(id_batches(100, 16), epochs=1, wait_for=len(sizes)) as producer:
+    with Producer(id_batches(100, 16), epochs=1, consumers=len(sizes)) as producer:
         for size in sizes:
             start(_report_cuts, producer.endpoint, results, size)
         producer.serve()
@@ -157,7 +157,7 @@ def _timeline(endpoint, results, name, per_batch_s):
 
 def test_producer_runs_at_most_max_lag_batches_ahead_of_the_slowest_consumer():
     results = FORK.Queue()
-    with Producer(id_batches(30 * 16, 16), epochs=1, wait_for=2, max_lag=2) as producer:
+    with Producer(id_batches(30 * 16, 16), epochs=1, consumers=2, max_lag=2) as producer:
         start(_timeline, producer.endpoint, results, "fast", 0.0)
         start(_timeline, producer.endpoint, results, "slow", 0.03)
         producer.serve()
@@ -185,7 +185,7 @@ def _leave_after(endpoint, batches, how):
 def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
     results = FORK.Queue()
     source = id_batches(640, 16, delay_s=0.01)
-    with Producer(source, epochs=1, wait_for=2, max_lag=2) as producer:
+    with Producer(source, epochs=1, consumers=2, max_lag=2) as producer:
         start(consume, producer.endpoint, results, 1, None, "stays")
         start(_leave_after, producer.endpoint, 5, how)
         producer.serve()
@@ -317,7 +317,7 @@ def _echo_consumer(endpoint, results):
 
 def test_in_place_changes_stay_private_to_the_consumer_that_makes_them():
     results = FORK.Queue()
-    with Producer(id_batches(64, 16), epochs=1, wait_for=2) as producer:
+    with Producer(id_batches(64, 16), epochs=1, consumers=2) as producer:
         start(_modify_in_place, producer.endpoint)
         start(consume, producer.endpoint, results, 1, None, "reader")
         producer.serve()

@@ -45,10 +45,10 @@ def _report(results, work, *args) -> None:
         results.put(("error", traceback.format_exc()))
 
 
-def _serve(endpoints, loader, wait_for, device) -> None:
+def _serve(endpoints, loader, consumers, device) -> None:
     from sharing import Producer
 
-    with Producer(loader, epochs=1, wait_for=wait_for, device=device) as producer:
+    with Producer(loader, epochs=1, consumers=consumers, device=device) as producer:
         endpoints.put(producer.endpoint)
         producer.serve()
 
@@ -213,7 +213,7 @@ def _serve_toy(endpoints, workload):
     from sharing import Producer
 
     with Producer(
-        workload_loader(workload, seed=0), epochs=None, wait_for=2, device=DEVICE
+        workload_loader(workload, seed=0), epochs=None, consumers=2, device=DEVICE
     ) as producer:
         endpoints.put(producer.endpoint)
         producer.serve()

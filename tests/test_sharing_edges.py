@@ -185,7 +185,7 @@ def _script_env():
 def test_consumers_that_call_leave_are_counted_as_left_never_as_lost():
     """Both leave while the producer is still sending to them (a fast loader)."""
     left = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(16_000, 16), epochs=1, wait_for=2) as producer:
+    with no_shm_left(), Producer(id_batches(16_000, 16), epochs=1, consumers=2) as producer:
         for _ in range(2):
             start(_leave_early, producer.endpoint, 3, left)
         _serve_until(producer, lambda: [left.get(timeout=30) for _ in range(2)])
@@ -259,7 +259,7 @@ def test_a_forked_copy_of_a_consumer_does_not_leave_for_its_parent():
     parent, so the producer dropped the parent."""
     results = FORK.Queue()
     # 100 batches: more than the producer sends ahead, so a drop shows as a short epoch
-    with no_shm_left(), Producer(id_batches(1600, 16), epochs=1, wait_for=1) as producer:
+    with no_shm_left(), Producer(id_batches(1600, 16), epochs=1, consumers=1) as producer:
         start(_consume_after_a_forked_copy_exits, producer.endpoint, results)
         producer.serve()
         assert results.get(timeout=30) == list(range(1600))
@@ -267,7 +267,7 @@ def test_a_forked_copy_of_a_consumer_does_not_leave_for_its_parent():
 
 def test_a_forked_copy_of_a_producer_does_not_unlink_its_parents_socket(tmp_path):
     path = tmp_path / "p.sock"
-    producer = Producer(id_batches(32, 16), endpoint=f"unix:{path}", epochs=1, wait_for=1)
+    producer = Producer(id_batches(32, 16), endpoint=f"unix:{path}", epochs=1, consumers=1)
     _fork_a_child_that_drops(producer)
     assert path.exists()
     results = FORK.Queue()
@@ -290,7 +290,7 @@ def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
         "consumer = Consumer(sys.argv[1])\n"
         "print(sum(len(batch['id']) for batch in consumer))\n"
     )
-    with no_shm_left(), Producer(id_batches(48, 16), epochs=None, wait_for=1) as producer:
+    with no_shm_left(), Producer(id_batches(48, 16), epochs=None, consumers=1) as producer:
         # The script reads one epoch of many: its leave comes while the producer serves.
         child = subprocess.Popen(
             [sys.executable, "-c", script, producer.endpoint], stdout=subprocess.PIPE,
@@ -391,7 +391,7 @@ def _iterate_timed(endpoint, outcome):
 
 def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
     outcome = FORK.Queue()
-    with no_shm_left(), Producer(_FailsAt(7), epochs=1, wait_for=2, max_lag=2) as producer:
+    with no_shm_left(), Producer(_FailsAt(7), epochs=1, consumers=2, max_lag=2) as producer:
         for _ in range(2):
             start(_iterate_timed, producer.endpoint, outcome)
         with pytest.raises(OSError, match="corrupt sample in batch 7"):
@@ -439,7 +439,7 @@ def test_a_fast_consumer_echoes_while_a_slow_one_holds_the_producer_back():
     """max_lag ties a fast consumer to the slowest: with echo_on_stall it trains on repeats
     meanwhile (at most 4 uses of a fresh batch), never skipping or repeating fresh data."""
     results = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(30 * 8, 8), epochs=1, max_lag=2, wait_for=2) as p:
+    with no_shm_left(), Producer(id_batches(30 * 8, 8), epochs=1, max_lag=2, consumers=2) as p:
         start(_train_reporting, p.endpoint, results, "slow", 0.03, 1)
         start(_train_reporting, p.endpoint, results, "fast", 0.002, 4)
         p.serve()

@@ -43,7 +43,7 @@ def test_every_consumer_gets_every_epoch_whole_at_any_batch_size(workers):
     results = FORK.Queue()
     with no_shm_left():
         producer = Producer.from_dataset(
-            Numbered(100), batch_size=16, num_workers=workers, epochs=2, wait_for=3
+            Numbered(100), batch_size=16, num_workers=workers, epochs=2, consumers=3
         )
         with producer:
             for name, size in (("a", None), ("b", 5), ("c", 16)):
@@ -90,7 +90,7 @@ def _scribble(endpoint, results, write):
 def test_an_in_place_change_stays_private_and_never_reaches_a_later_batch():
     results = FORK.Queue()
     with Producer.from_dataset(
-        Numbered(64), batch_size=8, epochs=6, replay_batches=0, max_lag=2, wait_for=2
+        Numbered(64), batch_size=8, epochs=6, replay_batches=0, max_lag=2, consumers=2
     ) as producer:
         start(_scribble, producer.endpoint, results, True)
         start(_scribble, producer.endpoint, results, False)

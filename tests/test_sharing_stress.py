@@ -46,7 +46,7 @@ class _Samples(Dataset):
 
 def _serve(endpoint: str, fail_at: int | None, stop_after_s: float | None, report) -> None:
     loader = DataLoader(_Samples(fail_at), batch_size=64, num_workers=2)
-    with Producer(loader, endpoint=endpoint, epochs=100, max_lag=4, wait_for=CONSUMERS) as p:
+    with Producer(loader, endpoint=endpoint, epochs=100, max_lag=4, consumers=CONSUMERS) as p:
         if stop_after_s is not None:  # counted from when every consumer has connected
             threading.Thread(target=_stop_later, args=(p, stop_after_s), daemon=True).start()
         try:
