@@ -2,7 +2,7 @@
 workflow, never see half a file) and the check that a table has the columns it needs.
 
 Every file the package writes (tables, summaries, figures) goes through the project's one
-writer, `experiments.files.atomic_write`, and so gets the mode of any file the user creates:
+writer, `run_contract.files.atomic_write`, and so gets the mode of any file the user creates:
 ``0o666`` less the umask (0644 under the usual 022)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from experiments.files import atomic_write
+from run_contract.files import atomic_write
 
 __all__ = ["atomic_write", "require_columns"]
 

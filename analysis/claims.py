@@ -63,7 +63,7 @@ REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NO_DATA = (
 )
 MIXED_NUMERICS = "mixed numerics"
 """The verdict of a claim whose study pools records computed in different numerics modes or
-library versions (`experiments.numerics.record_numerics`): nothing is decided from them."""
+library versions (`run_contract.numerics.record_numerics`): nothing is decided from them."""
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NO_DATA, MIXED_NUMERICS)
 """Every verdict a claim can get."""
 
@@ -196,7 +196,7 @@ class _Runs:
             counts = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
             raise _MixedNumerics(
                 f"study {study} pools records of different numerics ({counts}): retrain them "
-                "in one mode (experiments.numerics)"
+                "in one mode (run_contract.numerics)"
             )
         self.tuned = bool(len(rows)) and rows["trial"].notna().any()
         self.rows = best_of_searches(rows) if len(rows) else rows  # complete searches only

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis._io import require_columns
-from experiments.identity import identity_columns
+from run_contract.identity import identity_columns
 
 __all__ = [
     "CONDITION",

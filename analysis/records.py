@@ -1,27 +1,24 @@
 """Run records (one JSON file per training run) into two tidy tables: runs and eval curves.
 
-A record is validated against ``experiments/schemas/run_record.schema.json``, read as a file.
+A record is validated against ``run_contract/schemas/run_record.schema.json``, read as a file.
 Its identity columns come from the one declaration of a run's identity,
-`experiments.identity` (a torch-free module: this package imports nothing else of
+`run_contract.identity` (a torch-free module: this package imports nothing else of
 ``experiments``). Runs are grouped into named studies (one figure each); a record may belong
 to several studies and then gives one row per study.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pandas as pd
 
 from analysis._io import atomic_write, require_columns
-from experiments.identity import ROLES, identity_columns, run_columns
-from experiments.numerics import record_numerics
+from run_contract.identity import ROLES, identity_columns, run_columns
+from run_contract.numerics import record_numerics
+from run_contract.record import SCHEMA_PATH, load_record
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -34,10 +31,9 @@ __all__ = [
     "write_tables",
 ]
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "experiments/schemas/run_record.schema.json"
 
 IDENTITY_COLUMNS = [column for role in ROLES for column in identity_columns(role)]
-"""The runs table's columns that identify a run (`experiments.identity.run_columns`)."""
+"""The runs table's columns that identify a run (`run_contract.identity.run_columns`)."""
 
 RUN_COLUMNS = [
     "study", *IDENTITY_COLUMNS, "target_metric", "target_value", "target_direction", "reached",
@@ -51,7 +47,7 @@ RUN_COLUMNS = [
 ``*_to_target`` are the refined crossing (the record's ``refined``: the first kept model
 that reaches the target) where the run has one, ``crossing == "refined"``, else the
 evaluation grid's (``"evaluation"``); ``raw_fresh_examples_to_target`` is always the grid's.
-``numerics`` is `experiments.numerics.record_numerics`: ``unpinned``, or the mode and the
+``numerics`` is `run_contract.numerics.record_numerics`: ``unpinned``, or the mode and the
 library versions."""
 
 CURVE_COLUMNS = [
@@ -67,39 +63,6 @@ _NULLABLE_COLUMNS = [
     "raw_fresh_examples_to_target", "refine_every_fresh", "steps_to_target", "wall_s_to_target",
     "R", "upstream_s_per_batch", "downstream_s_per_step",
 ]  # fmt: skip
-
-
-@functools.cache
-def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
-    schema = json.loads(schema_path.read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
-
-
-def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read one run record and check it against the run-record schema.
-
-    Args:
-        path: The record's JSON file.
-
-    Returns:
-        The record as a dict.
-
-    Raises:
-        ValueError: The file is not JSON or breaks the schema; the message names the file
-            and the failing field.
-    """
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"run record {path} is not valid JSON: {error}") from None
-    error = jsonschema.exceptions.best_match(_validator(SCHEMA_PATH).iter_errors(record))
-    if error is not None:
-        field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise ValueError(
-            f"run record {path} does not match {SCHEMA_PATH.name}: field {field}: {error.message}"
-        )
-    return record
 
 
 def _best(curve: list[dict[str, Any]], direction: str) -> float:

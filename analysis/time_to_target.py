@@ -2,7 +2,7 @@
 
 The baseline of a configuration is the set of runs in the same study with
 ``echo_point == "none"`` that share its ``BASELINE_KEY``: the identity fields whose role is
-``baseline`` in `experiments.identity` (workload, scale, batch size, upstream cost, workers,
+``baseline`` in `run_contract.identity` (workload, scale, batch size, upstream cost, workers,
 stop-at-target, consume endpoint) and the target. The echo settings, budget and
 hyper-parameters are not in the key: baselines have no echo stage, and an echo configuration
 (tuned or not) is compared with the baseline it replaces. A configuration (``CONFIG_KEY``) is
@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis._io import require_columns
 from analysis.protocol import best_of_searches
-from experiments.identity import identity_columns
+from run_contract.identity import identity_columns
 
 __all__ = [
     "BASELINE_KEY",

@@ -3,7 +3,7 @@
 A record is its study's evidence only if anyone can retrain it and get its bits. This command
 takes a sample of a config's committed records (the cheapest K, a seeded random K, or given
 paths), trains each again here, in its own process and in the record's numerics mode
-(`experiments.numerics`; an unpinned record in ``native``), and compares everything a run
+(`run_contract.numerics`; an unpinned record in ``native``), and compares everything a run
 computes: every evaluation's fresh examples, steps and metrics, the crossing and the refined
 crossing. Timing is not compared.
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.numerics import ENV, UNPINNED, record_mode
+from run_contract.numerics import ENV, UNPINNED, record_mode
 
 __all__ = ["COLUMNS", "DEFAULT_CHEAPEST", "compare", "retrain", "select", "verify"]
 
@@ -153,7 +153,7 @@ def retrain(args: Sequence[str], mode: str, threads: int) -> dict[str, Any]:
 
     Args:
         args: The run's ``python -m experiments.run`` identity options (`RunSpec.args`).
-        mode: The numerics mode to train in (`experiments.numerics.MODES`).
+        mode: The numerics mode to train in (`run_contract.numerics.MODES`).
         threads: torch threads (the committed record's, which matrix products depend on).
 
     Raises:

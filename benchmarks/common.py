@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.files import atomic_write
+from run_contract.files import atomic_write
 
 __all__ = [
     "add_schema_options",
@@ -31,7 +31,7 @@ _TYPES = {"integer": int, "number": float, "string": str}
 
 def write_csv(rows: Sequence[dict], path: str | Path) -> None:
     """Write ``rows`` (dicts with the same keys) to ``path`` atomically: a killed run leaves
-    the previous file or none, never half a file (`experiments.files.atomic_write`)."""
+    the previous file or none, never half a file (`run_contract.files.atomic_write`)."""
 
     def dump(temporary: Path) -> None:
         with temporary.open("w", newline="") as handle:

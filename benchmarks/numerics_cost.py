@@ -3,7 +3,7 @@
     python -m benchmarks.numerics_cost --out benchmarks/results/numerics_cost.csv
 
 Each workload trains ``--steps`` steps at cpu scale on one thread, once per mode and round, in
-its own process (a mode is fixed when a process starts, `experiments.numerics`). The two modes
+its own process (a mode is fixed when a process starts, `run_contract.numerics`). The two modes
 alternate within a round, and the first mode alternates between rounds, so drift on a shared
 machine falls on both. The step time is the record's ``downstream_s_per_step`` (forward,
 backward and update; input pipeline and evaluation excluded). Each record's numerics stamp is
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_note, print_table, write_csv
-from experiments import numerics, registry
+from experiments import registry
+from run_contract import numerics
 
 __all__ = ["main", "measure", "summarise"]
 

@@ -25,7 +25,7 @@ from benchmarks.common import machine_note, print_table, write_csv
 from benchmarks.paper_data import WRITERS
 from experiments import registry
 from experiments.harness import Run, RunConfig
-from experiments.identity import RunOptions, RunSpec
+from run_contract.identity import RunOptions, RunSpec
 
 __all__ = ["EXAMPLES", "PAPER_CONFIG", "main", "smoke_row"]
 

@@ -28,7 +28,7 @@ from typing import Any
 from analysis.verify import retrain
 from benchmarks.common import print_table, write_csv
 from experiments import registry
-from experiments.identity import RunSpec
+from run_contract.identity import RunSpec
 
 __all__ = ["RUNS", "check", "digest", "main", "make", "read_table", "run_args"]
 

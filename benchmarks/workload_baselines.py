@@ -16,7 +16,7 @@ import statistics
 from benchmarks.common import machine_note, print_table, write_csv
 from experiments import registry
 from experiments.harness import RunConfig, run
-from experiments.identity import RunOptions, RunSpec
+from run_contract.identity import RunOptions, RunSpec
 
 __all__ = ["COLUMNS", "baseline_row", "main", "summarise"]
 

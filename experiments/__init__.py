@@ -5,13 +5,13 @@ wall time to a declared target quality.
   workload implements (`experiments.workload`).
 * `register`, `names`, `get`: the registry; workloads live one per file in
   ``experiments/workloads/`` and are discovered automatically.
-* `experiments.identity.RunSpec`: a run's identity, declared once.
+* `run_contract.identity.RunSpec`: a run's identity, declared once.
 * ``python -m experiments.run``: run one configuration and write one JSON record.
 
 The names above are imported on first use, so ``import experiments.study`` (the Snakefile's)
-or ``experiments.identity`` imports no torch.
+or ``run_contract.identity`` imports no torch.
 
-Importing the package sets the numerics mode's environment (`experiments.numerics.apply`:
+Importing the package sets the numerics mode's environment (`run_contract.numerics.apply`:
 ``ECHO_NUMERICS``, default ``portable``) before torch does any work, in this process and the
 processes it starts: training runs, Snakemake's jobs and SLURM's alike.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from experiments import numerics
+from run_contract import numerics
 
 numerics.apply()
 

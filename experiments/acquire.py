@@ -20,10 +20,10 @@ from typing import Any
 
 from experiments import registry
 from experiments.data import MissingDataError
-from experiments.identity import SCALES
 from experiments.pipeline import read_split
-from experiments.record import write_json_atomically
 from experiments.workload import SPLITS
+from run_contract.identity import SCALES
+from run_contract.record import write_json_atomically
 
 __all__ = ["acquire", "main"]
 

@@ -23,9 +23,9 @@ import torch
 from experiments import registry
 from experiments.data import MissingDataError
 from experiments.devices import resolve_device, to_device
-from experiments.identity import SCALES, RunSpec
 from experiments.pipeline import read_split, workload_pipeline
 from experiments.workload import SPLITS
+from run_contract.identity import SCALES, RunSpec
 
 __all__ = ["check", "main"]
 

@@ -16,9 +16,9 @@ from typing import Any
 from echo import EchoCounts, check_factor, echo_items
 from echo.core import stage_rng
 from experiments import registry
-from experiments.identity import CONSUMER_ECHO_POINTS, RunSpec
 from experiments.pipeline import workload_pipeline
 from experiments.upstream import TimedBatch, UpstreamCost
+from run_contract.identity import CONSUMER_ECHO_POINTS, RunSpec
 from sharing import Consumer, StreamEnded
 from sharing.layout import first_dim
 

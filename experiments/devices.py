@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from experiments.identity import DEVICES
+from run_contract.identity import DEVICES
 
 __all__ = ["DEVICES", "describe", "pin", "resolve_device", "to_device"]
 

@@ -32,12 +32,13 @@ import torch
 from tqdm import tqdm
 
 from echo.torch import EchoLoader
-from experiments import numerics, registry
+from experiments import registry
 from experiments.devices import describe, resolve_device, to_device
-from experiments.identity import RunOptions, RunSpec, identity_hash
 from experiments.pipeline import endless, workload_pipeline
-from experiments.record import git_revision, machine, package_versions
 from experiments.upstream import TimedBatch, UpstreamCost
+from run_contract import numerics
+from run_contract.identity import RunOptions, RunSpec, identity_hash
+from run_contract.record import git_revision, machine, package_versions
 
 __all__ = ["Run", "RunConfig", "run"]
 
@@ -47,7 +48,7 @@ class RunConfig:
     """One run: what it is and how it executes.
 
     Args:
-        spec: The run's identity (`experiments.identity.RunSpec`).
+        spec: The run's identity (`run_contract.identity.RunSpec`).
         options: Device, threads, data folder. Default: `RunOptions` defaults.
     """
 
@@ -313,6 +314,6 @@ def run(config: RunConfig, *, progress: bool | None = None) -> dict[str, Any]:
         progress: Show a progress bar on stderr. Default None: only when stderr is a terminal.
 
     Returns:
-        The run record (see ``experiments/schemas/run_record.schema.json``).
+        The run record (see ``run_contract/schemas/run_record.schema.json``).
     """
     return Run(config).execute(progress)

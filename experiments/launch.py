@@ -25,7 +25,7 @@ from typing import Any
 
 from experiments import registry
 from experiments.procstat import TreeCpu
-from experiments.record import write_json_atomically
+from run_contract.record import write_json_atomically
 
 __all__ = ["launch", "main"]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.identity import SCALES, Defaults
+from run_contract.identity import SCALES, Defaults
 
 if TYPE_CHECKING:
     from experiments.workload import Workload

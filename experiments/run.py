@@ -17,8 +17,8 @@ from typing import NoReturn
 from experiments import registry
 from experiments.data import MissingDataError
 from experiments.harness import Run, RunConfig
-from experiments.identity import FieldError, RunOptions, RunSpec, parse_number
-from experiments.record import write_record
+from run_contract.identity import FieldError, RunOptions, RunSpec, parse_number
+from run_contract.record import write_record
 
 __all__ = ["config_from_args", "main", "parser"]
 

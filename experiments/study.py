@@ -5,7 +5,7 @@ The workflow's config (``config/config.yaml``) is checked by `check_config` agai
 Snakemake's ``validate`` does, so no code here repeats them. It names studies, each a sweep of
 workloads x echo points x echo factors x shuffle buffers x batch sizes x seeds under one
 upstream setting. `plan` expands them into runs, adds each sweep's baselines (no echo stage,
-e=1), and gives every run the path its `experiments.identity.RunSpec` derives, so a run shared
+e=1), and gives every run the path its `run_contract.identity.RunSpec` derives, so a run shared
 by two studies (the e=1 baseline, say) is trained once and a record that exists is never
 recomputed.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.identity import RunOptions, RunSpec
 from experiments.registry import declared_names
+from run_contract.identity import RunOptions, RunSpec
 
 __all__ = ["Plan", "PlannedRun", "check_config", "load_config", "main", "plan"]
 
@@ -275,11 +275,11 @@ def _stale(paths: list[str], studies: Plan) -> list[str]:
 
 
 def numerics_report(paths: list[str], studies: Plan) -> list[str]:
-    """What the written records' numerics are (`experiments.numerics.record_numerics`): one
+    """What the written records' numerics are (`run_contract.numerics.record_numerics`): one
     line counting each kind, a line per study that pools more than one (analysis decides
     nothing from such a study), and a line when records were not computed in the mode this
     process runs in."""
-    from experiments import numerics
+    from run_contract import numerics
 
     kinds = {path: numerics.record_numerics(json.loads(Path(path).read_text())) for path in paths}
     counts = Counter(kinds.values())

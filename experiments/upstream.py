@@ -18,7 +18,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from experiments.devices import pin
-from experiments.identity import LATENCY_PER
+from run_contract.identity import LATENCY_PER
 
 __all__ = ["LATENCY_PER", "TimedBatch", "UpstreamCost", "spin", "timed_stages"]
 

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from experiments.identity import SCALES
 from experiments.schedules import lr_scheduler
 from experiments.search import Dimension, SearchSpace
+from run_contract.identity import SCALES
 
 __all__ = [
     "DIRECTIONS",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # The numerics mode's environment is set before any test does tensor work, so training runs
-# in this process run in it (experiments.numerics.check refuses them otherwise).
+# in this process run in it (run_contract.numerics.check refuses them otherwise).
 import experiments  # noqa: F401
 
 # TensorFlow's C++ start-up banner drowns pytest's output; errors still show.

@@ -309,7 +309,7 @@ def test_written_files_get_the_users_umask_not_owner_only(tables, tmp_path, umas
     _, runs, curves = tables
     previous = os.umask(umask)
     from benchmarks.common import write_csv
-    from experiments.record import write_json_atomically
+    from run_contract.record import write_json_atomically
 
     try:
         write_tables(runs, curves, tmp_path / "runs.csv", tmp_path / "curves.csv")
@@ -499,10 +499,11 @@ def test_the_committed_reference_loads_with_every_kind_and_names_only_registered
 
 @pytest.mark.slow
 def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():
-    """Only the declaration of a run's identity (experiments.identity, which needs the echo
-    points' names), the numerics stamp's reader and the project's file writer come along: no
-    workload, model, pipeline or benchmark, no torch."""
-    allowed = {"experiments", "experiments.identity", "experiments.files", "experiments.numerics"}
+    """Only the run contract (run_contract: identity, record schema, numerics stamp, file
+    writer; it needs the echo points' names) comes along: no workload, model, pipeline or
+    benchmark, no torch."""
+    allowed = {"run_contract", "run_contract.identity", "run_contract.fields", "run_contract.cli"}
+    allowed |= {"run_contract.files", "run_contract.numerics", "run_contract.record"}
     allowed |= {"echo", "echo.core", "echo.points"}
     code = (
         "import sys, analysis, analysis.cli, analysis.figures; print(','.join(sorted(m for m in "

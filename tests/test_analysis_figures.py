@@ -20,7 +20,7 @@ from analysis.figures._common import BASELINE_UNREACHED, ECHO_POINTS, PAPER_LABE
 from analysis.reference import REFERENCE_COLUMNS, load_reference
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks/reference"
-SCHEMA = "experiments/schemas/run_record.schema.json"
+SCHEMA = "run_contract/schemas/run_record.schema.json"
 
 
 TUNED = {"expected_best_of_k": "tuned_insertion", "expected_best_vs_factor": "tuned_factor"}

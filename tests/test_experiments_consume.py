@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from experiments.consume import workload_loader
-from experiments.record import validate
 from experiments.run import main
+from run_contract.record import validate
 from sharing import Producer
 
 FORK = mp.get_context("fork")

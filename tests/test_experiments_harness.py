@@ -17,10 +17,10 @@ from data_marks import skip_data_missing
 
 from experiments.devices import to_device
 from experiments.harness import Run, RunConfig, run
-from experiments.identity import RunOptions, RunSpec
-from experiments.record import validate, write_record
 from experiments.run import main
 from experiments.upstream import TimedBatch
+from run_contract.identity import RunOptions, RunSpec
+from run_contract.record import validate, write_record
 
 ROOT = Path(__file__).parents[1]
 TIMING_KEYS = ("wall_s_to_target", "timing", "final", "eval_curve", "git_revision", "refined")

@@ -14,8 +14,8 @@ from workload_checks import PaperScale, run_workload
 
 from experiments.data import MissingDataError
 from experiments.data.image_folder import JpegFolder
-from experiments.record import validate
 from experiments.workloads.imagenet_resnet import ImagenetResNet, random_resized_box
+from run_contract.record import validate
 
 
 def write_image_folder(root: Path, per_class: int = 4) -> None:

@@ -17,7 +17,7 @@ from experiments.data import MissingDataError
 from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
 from experiments.data.lm1b import FOLDERS, load_lm1b
 from experiments.data.text import EOS, bpe_tokenizer, token_windows
-from experiments.record import validate
+from run_contract.record import validate
 
 SENTENCES = [
     "The market rose on Monday as investors welcomed the news .",

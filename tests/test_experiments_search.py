@@ -12,7 +12,7 @@ import pytest
 
 from experiments import MOMENTUM, Dimension, SearchSpace, registry
 from experiments.harness import Run, RunConfig
-from experiments.identity import FieldError, RunOptions, RunSpec, identity_hash, run_columns
+from run_contract.identity import FieldError, RunOptions, RunSpec, identity_hash, run_columns
 
 TOY = Path(__file__).parent / "toy_workload.py"
 SPACE = SearchSpace(

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from experiments import registry
-from experiments.identity import RunSpec
 from experiments.run import config_from_args, parser
 from experiments.study import check_config, load_config, main, plan
+from run_contract.identity import RunSpec
 
 ROOT = Path(__file__).parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -264,7 +264,7 @@ WORKLOAD = "lm1b_transformer"
 
 def record_for(spec: RunSpec) -> dict:
     """What the harness would write for ``spec`` (its identity and hash; results aside)."""
-    from experiments.identity import identity_hash
+    from run_contract.identity import identity_hash
 
     identity = spec.resolve(registry.defaults(spec.workload, spec.scale))
     return {**identity, "config_hash": identity_hash(identity)}

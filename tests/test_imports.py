@@ -1,6 +1,6 @@
 """Package boundaries a user relies on: TensorFlow stays out unless asked for, the two
-libraries do not import each other or the rest of the project, and no modules of the project
-import each other in a circle."""
+libraries do not import each other or the rest of the project, the run contract imports only
+the insertion points' names, and no modules of the project import each other in a circle."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("echo", "sharing", "experiments", "analysis", "benchmarks")
+PACKAGES = ("echo", "sharing", "run_contract", "experiments", "analysis", "benchmarks")
 TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
@@ -118,6 +118,18 @@ def import_cycles(graph: dict[str, dict[str, str]]) -> list[str]:
             arrows = [f"{a} ({graph[a][b]})" for a, b in pairwise(circle)]
             found.append(" -> ".join([*arrows, circle[0]]))
             left[circle[0]].discard(circle[1])
+
+
+def test_the_run_contract_imports_nothing_that_trains_plans_or_analyses_runs():
+    graph = import_graph(ROOT, PACKAGES)
+    outside = {
+        f"{module} imports {name} ({where})"
+        for module, edges in graph.items()
+        if module.split(".")[0] == "run_contract"
+        for name, where in edges.items()
+        if name.split(".")[0] != "run_contract" and name != "echo.points"
+    }
+    assert not outside
 
 
 def test_no_modules_of_the_project_import_each_other_in_a_circle():

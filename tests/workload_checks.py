@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from experiments import registry
-from experiments.record import validate
 from experiments.run import main
+from run_contract.record import validate
 
 SMALL_LM = {
     "d_model": 16,

@@ -1,7 +1,7 @@
 """Snakemake script of rule `aggregate`: records -> results/runs.csv, results/eval_curves.csv.
 
 Every record is first checked against the run its config asks for, with the workloads'
-current defaults filled in (`experiments.identity.RunSpec.mismatches`): a stale record is
+current defaults filled in (`run_contract.identity.RunSpec.mismatches`): a stale record is
 refused, naming the field, never drawn.
 """
 

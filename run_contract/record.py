@@ -1,5 +1,5 @@
 """Run records: one JSON file per run, written atomically and valid against
-``experiments/schemas/run_record.schema.json``."""
+``run_contract/schemas/run_record.schema.json``."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from experiments.files import atomic_write
+from run_contract.files import atomic_write
 
 __all__ = [
     "SCHEMA_PATH",
     "git_revision",
+    "load_record",
     "load_schema",
     "machine",
     "package_versions",
@@ -47,6 +48,43 @@ def validate(record: dict[str, Any]) -> None:
     jsonschema.validate(record, load_schema())
 
 
+@cache
+def _validator() -> Any:
+    import jsonschema
+
+    schema = load_schema()
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read one run record and check it against the run-record schema.
+
+    Args:
+        path: The record's JSON file.
+
+    Returns:
+        The record as a dict.
+
+    Raises:
+        ValueError: The file is not JSON or breaks the schema; the message names the file
+            and the failing field.
+    """
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"run record {path} is not valid JSON: {error}") from None
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
+    if error is not None:
+        field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise ValueError(
+            f"run record {path} does not match {SCHEMA_PATH.name}: field {field}: {error.message}"
+        )
+    return record
+
+
 def package_versions() -> dict[str, str | None]:
     """Versions of Python and the packages that shape a result (None: not installed)."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
@@ -73,7 +111,7 @@ def machine() -> dict[str, Any]:
     torch's CPU kernels use, CPU count, platform.
 
     Records name it because floating point differs between CPU types unless the numerics
-    mode pins it (`experiments.numerics`).
+    mode pins it (`run_contract.numerics`).
     """
     import torch
 
@@ -109,7 +147,7 @@ def git_revision(path: Path = Path(__file__).parent) -> str | None:
 
 
 def write_json_atomically(data: Any, path: str | Path) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically (`experiments.files.atomic_write`), so a
+    """Write ``data`` as JSON to ``path`` atomically (`run_contract.files.atomic_write`), so a
     killed process leaves either no file or a complete one; the folder is created when missing."""
 
     def dump(temporary: Path) -> None:

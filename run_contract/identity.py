@@ -14,17 +14,32 @@ How a run is executed (device, threads, data folder) is not part of its identity
 `RunOptions`. This module imports nothing heavy (no torch): the Snakefile uses it when parsed.
 """
 
-from __future__ import annotations
-
-import argparse
-import hashlib
 import json
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from echo.points import ECHO_POINTS
+from run_contract.cli import CommandLine
+from run_contract.fields import (
+    CONSUMER_ECHO_POINTS,
+    DEVICES,
+    LATENCY_PER,
+    REVISION,
+    ROLES,
+    SCALES,
+    Defaults,
+    FieldError,
+    check_value,
+    get_path,
+    identity_hash,
+    number_text,
+    option,
+    parse_number,
+    path_part,
+    put_path,
+    short_hash,
+)
 
 __all__ = [
     "DEVICES",
@@ -41,255 +56,9 @@ __all__ = [
     "run_columns",
 ]
 
-SCALES: tuple[str, ...] = ("cpu", "paper")
-"""``cpu``: small models and offline data, minutes on 2 cores; ``paper``: the paper's setup."""
-
-LATENCY_PER: tuple[str, ...] = ("example", "batch")
-"""Storage latency is paid per example read, or once per ``batch_size`` examples read."""
-
-DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
-"""``auto`` trains on CUDA when a device is present, else on the CPU."""
-
-ROLES: tuple[str, ...] = ("baseline", "echo", "budget", "hparams", "search", "seed")
-"""What an identity field is to the analysis: shared by a configuration and its no-echo
-baseline; the echo settings; the budget (evaluation interval and cap); the hyper-parameters;
-the search trial (repetition and trial of a tuned search, `experiments.search`); the seed. A
-configuration is every field but the search trial and the seed."""
-
-REVISION = "workload_revision"
-"""The record field naming the workload's code revision (absent: revision 1)."""
-
-CONSUMER_ECHO_POINTS: tuple[str, ...] = ("none", "after_batch")
-"""A consumer of a shared loader receives augmented batches: only batch echoing is left."""
-
-
-class FieldError(ValueError):
-    """A bad value of one field (or a bad combination, named by its first field).
-
-    Attributes:
-        field: The field's name (``flag`` gives its command-line option).
-    """
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-
-    @property
-    def flag(self) -> str:
-        """The field's ``python -m experiments.run`` option."""
-        if self.field == "hparams":
-            return "--hparam"
-        return _flag(f"no_{self.field}" if self.field == "stop_at_target" else self.field)
-
-
-class Defaults(NamedTuple):
-    """What a workload declares for a scale, which a `RunSpec` field left at None takes.
-
-    Attributes:
-        hparams: The default hyper-parameters (including ``batch_size`` and ``lr``).
-        max_fresh: The fresh-example budget.
-        eval_every_fresh: The evaluation interval in fresh examples.
-        reference_fresh: The unit of ``budget_cap`` and ``resolution`` (about the baseline's
-            fresh examples to target; None: not measured at this scale).
-        search_space: The workload's `experiments.search.SearchSpace` (None: none declared).
-        revision: The workload's code revision (`experiments.workload.Workload.revision`):
-            records of another revision are stale.
-    """
-
-    hparams: Mapping[str, Any]
-    max_fresh: int
-    eval_every_fresh: int
-    reference_fresh: int | None = None
-    search_space: Any = None
-    revision: int = 1
-
-
-def parse_number(kind: type, low: float, *, strict: bool = False) -> Callable[[str], Any]:
-    """An argparse ``type``: ``kind(text)``, finite and ``>= low`` (``> low`` when strict)."""
-    relation = ">" if strict else ">="
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except (TypeError, ValueError):
-            value = None
-        ok = value is not None and math.isfinite(value)
-        if not ok or value < low or (strict and value == low):
-            noun = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"must be {noun} {relation} {low:g}, got {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
-def _hparam(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE``: the value as JSON (what `RunSpec.args` writes: ``1e-05`` is a number),
-    else as YAML (``lr=0.1``, ``model=small``)."""
-    import yaml
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, yaml.safe_load(value)
-
-
-def _num(value: float) -> str:
-    """``2.0`` -> ``2``, ``1.5`` -> ``1.5``; exact (repr) where ``:g`` would round."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(value)
-
-
-def _short_hash(value: Any) -> str:
-    return identity_hash(value)[:8]
-
-
-def _opt(
-    help: str,
-    *,
-    parse: Callable[[str], Any] | None = None,
-    choices: Sequence[str] | None = None,
-    record: tuple[str, ...] | None = None,
-    in_path: Callable[[Any], str | None] | None = None,
-    omit: Any = MISSING,
-    role: str | None = None,
-    default: Any = MISSING,
-    **kwargs: Any,
-) -> Any:
-    """A `RunSpec`/`RunOptions` field with what its CLI option, path part and record need.
-
-    Args:
-        help: The option's help text.
-        parse: Converts the option's text (argparse ``type``).
-        choices: The valid values.
-        record: Where the field's resolved value sits in a run record (None: not recorded).
-        in_path: ``in_path(spec, name)`` gives the field's part of the run id (`_part`);
-            None: the field has no part.
-        omit: A resolved value the record leaves out (the record field is then absent).
-        role: What the field is to the analysis, one of `ROLES` (None: not an identity field).
-        default: The field's default.
-    """
-    metadata = {"help": help, "parse": parse, "choices": choices, "record": record}
-    metadata.update(in_path=in_path, omit=omit, role=role)
-    return field(default=default, metadata=metadata, **kwargs)
-
-
-def _part(
-    prefix: str,
-    *,
-    when: Callable[[Any], bool] = lambda value: True,
-    show: Callable[[Any, Any], str] | None = None,
-) -> Callable[[Any, str], str | None]:
-    """A field's part of the run id: ``prefix`` + its value shown, or None (no part) when
-    ``when(value)`` is false; ``show(value, spec)`` renders it (default: the value)."""
-
-    def part(spec: Any, name: str) -> str | None:
-        value = getattr(spec, name)
-        if not when(value):
-            return None
-        return prefix + (_text(value) if show is None else show(value, spec))
-
-    return part
-
-
-def _text(value: Any) -> str:
-    return _num(value) if isinstance(value, float) else str(value)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _get(record: Mapping[str, Any], path: tuple[str, ...], omit: Any) -> Any:
-    value: Any = record
-    for key in path:
-        if not isinstance(value, Mapping) or key not in value:
-            return None if omit is MISSING else omit
-        value = value[key]
-    return value
-
-
-def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for key in path[:-1]:
-        target = target.setdefault(key, {})
-    target[path[-1]] = value
-
-
-def identity_hash(identity: Any) -> str:
-    """A short, stable hash of a run's identity (canonical JSON, SHA-256, 16 hex digits).
-
-    Args:
-        identity: A JSON-able value, e.g. `RunSpec.resolve`'s result.
-    """
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-class _Options:
-    """CLI derivation shared by `RunSpec` and `RunOptions` (each field is one option)."""
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add one option per field to ``parser`` (help, type, choices and default from it)."""
-        for f in fields(cls):
-            meta, default = f.metadata, f.default
-            described = (
-                meta["help"] if default is None else f"{meta['help']} (default {_text(default)})"
-            )
-            if isinstance(default, bool):
-                parser.add_argument(
-                    _flag(f"no_{f.name}"), dest=f.name, action="store_false", help=meta["help"]
-                )
-            elif f.name == "hparams":
-                parser.add_argument(
-                    "--hparam", dest="hparams", type=_hparam, action="append", default=[],
-                    metavar="KEY=VALUE", help=meta["help"],
-                )  # fmt: skip
-            elif default is MISSING:
-                parser.add_argument(
-                    _flag(f.name), required=True, choices=meta["choices"], help=meta["help"]
-                )
-            else:
-                parser.add_argument(
-                    _flag(f.name), type=meta["parse"], choices=meta["choices"],
-                    default=default, help=described,
-                )  # fmt: skip
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Any:
-        """The instance for parsed arguments (``ValueError`` for a bad combination)."""
-        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
-
-    def args(self) -> list[str]:
-        """The ``python -m experiments.run`` options giving this instance (defaults left out)."""
-        out: list[str] = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value == f.default:
-                continue
-            if isinstance(f.default, bool):
-                out.append(_flag(f"no_{f.name}"))
-            elif f.name == "hparams":
-                out += [a for k, v in value for a in ("--hparam", f"{k}={json.dumps(v)}")]
-            else:
-                text = _num(value) if isinstance(value, float) else str(value)
-                out += [_flag(f.name), text]
-        return out
-
-
-def _check(name: str, value: Any, kind: type, low: float | None = None) -> None:
-    numeric = kind is float and isinstance(value, int) and not isinstance(value, bool)
-    if not (isinstance(value, kind) or numeric) or isinstance(value, bool) != (kind is bool):
-        raise FieldError(name, f"{name} must be a {kind.__name__}, got {value!r}")
-    if low is not None and not (math.isfinite(value) and value >= low):
-        raise FieldError(name, f"{name} must be >= {low:g}, got {value!r}")
-
 
 @dataclass(frozen=True, kw_only=True)
-class RunSpec(_Options):
+class RunSpec(CommandLine):
     """Every field that defines one training run; `None` takes the workload's default.
 
     Args:
@@ -330,161 +99,163 @@ class RunSpec(_Options):
         ValueError: A bad value or combination; the message names the field and what is valid.
     """
 
-    workload: str = _opt("registered workload", record=("workload",), role="baseline")
-    scale: str = _opt(
+    workload: str = option("registered workload", record=("workload",), role="baseline")
+    scale: str = option(
         "workload scale",
         choices=SCALES,
         record=("scale",),
-        in_path=_part(""),
+        in_path=path_part(""),
         role="baseline",
         default="cpu",
     )
-    echo_point: str = _opt(
+    echo_point: str = option(
         "echo insertion point (none: no echo stage)",
         choices=("none", *ECHO_POINTS),
         record=("echo_point",),
-        in_path=_part(""),
+        in_path=path_part(""),
         role="echo",
         default="none",
     )
-    echo_factor: float = _opt(
+    echo_factor: float = option(
         "echo factor >= 1",
         parse=parse_number(float, 1),
         record=("echo_factor",),
-        in_path=_part("e"),
+        in_path=path_part("e"),
         role="echo",
         default=1.0,
     )
-    shuffle_buffer: int = _opt(
+    shuffle_buffer: int = option(
         "shuffle buffer after the echo stage, in items at that point",
         parse=parse_number(int, 0),
         record=("shuffle_buffer",),
-        in_path=_part("sb"),
+        in_path=path_part("sb"),
         role="echo",
         default=0,
     )
-    batch_size: int | None = _opt(
+    batch_size: int | None = option(
         "examples per batch (default: the workload's)",
         parse=parse_number(int, 1),
         record=("batch_size",),
-        in_path=_part("bs", show=lambda v, s: "default" if v is None else str(v)),
+        in_path=path_part("bs", show=lambda v, s: "default" if v is None else str(v)),
         role="baseline",
         default=None,
     )
-    upstream_latency_ms: float = _opt(
+    upstream_latency_ms: float = option(
         "simulated storage latency in ms",
         parse=parse_number(float, 0),
         record=("upstream", "latency_ms"),
-        in_path=_part("lat", when=bool, show=lambda v, s: f"{_num(v)}per{s.upstream_latency_per}"),
+        in_path=path_part(
+            "lat", when=bool, show=lambda v, s: f"{number_text(v)}per{s.upstream_latency_per}"
+        ),
         role="baseline",
         default=0.0,
     )
-    upstream_latency_per: str = _opt(
+    upstream_latency_per: str = option(
         "latency paid per example read, or once per batch_size reads",
         choices=LATENCY_PER,
         record=("upstream", "latency_per"),
         role="baseline",
         default="example",
     )
-    upstream_cpu_ms: float = _opt(
+    upstream_cpu_ms: float = option(
         "busy CPU ms per example in augmentation (the CPU-cost knob)",
         parse=parse_number(float, 0),
         record=("upstream", "cpu_ms"),
-        in_path=_part("cpu", when=bool),
+        in_path=path_part("cpu", when=bool),
         role="baseline",
         default=0.0,
     )
-    num_workers: int = _opt(
+    num_workers: int = option(
         "DataLoader worker processes",
         parse=parse_number(int, 0),
         record=("num_workers",),
-        in_path=_part("w", when=bool),
+        in_path=path_part("w", when=bool),
         role="baseline",
         default=0,
     )
-    max_fresh: int | None = _opt(
+    max_fresh: int | None = option(
         "stop after this many fresh examples (default: the workload's budget)",
         parse=parse_number(int, 1),
         record=("budget", "max_fresh"),
-        in_path=_part("budget", when=bool),
+        in_path=path_part("budget", when=bool),
         role="budget",
         default=None,
     )
-    eval_every_fresh: int | None = _opt(
+    eval_every_fresh: int | None = option(
         "evaluate every this many fresh examples (default: the workload's)",
         parse=parse_number(int, 1),
         record=("budget", "eval_every_fresh"),
-        in_path=_part("ev", when=bool),
+        in_path=path_part("ev", when=bool),
         role="budget",
         default=None,
     )
-    budget_cap: float | None = _opt(
+    budget_cap: float | None = option(
         "fresh-example budget in units of the workload's reference_fresh (excludes --max-fresh)",
         parse=parse_number(float, 0, strict=True),
         record=("budget", "cap"),
-        in_path=_part("cap", when=lambda v: v is not None),
+        in_path=path_part("cap", when=lambda v: v is not None),
         omit=None,
         role="budget",
         default=None,
     )
-    resolution: int | None = _opt(
+    resolution: int | None = option(
         "locate the target crossing to reference_fresh / RESOLUTION fresh examples",
         parse=parse_number(int, 1),
         record=("budget", "resolution"),
-        in_path=_part("res", when=lambda v: v is not None),
+        in_path=path_part("res", when=lambda v: v is not None),
         omit=None,
         role="budget",
         default=None,
     )
-    hparams: tuple[tuple[str, Any], ...] = _opt(
+    hparams: tuple[tuple[str, Any], ...] = option(
         "override another hyper-parameter of the workload; repeatable",
         record=("hparams",),
-        in_path=_part("hp", when=bool, show=lambda v, s: _short_hash(v)),
+        in_path=path_part("hp", when=bool, show=lambda v, s: short_hash(v)),
         role="hparams",
         default=(),
     )
-    stop_at_target: bool = _opt(
+    stop_at_target: bool = option(
         "train on to the fresh-example budget after reaching the target (default: stop at "
         "the first evaluation that reaches it)",
         record=("stop_at_target",),
-        in_path=_part("full", when=lambda v: not v, show=lambda v, s: ""),
+        in_path=path_part("full", when=lambda v: not v, show=lambda v, s: ""),
         omit=True,
         role="baseline",
         default=True,
     )
-    consume: str | None = _opt(
+    consume: str | None = option(
         "train on the batches a sharing producer serves at ENDPOINT (unix:@NAME or "
         "unix:/PATH) instead of an own pipeline; echo point none or after_batch",
         record=("consume",),
-        in_path=_part("consume", when=bool, show=lambda v, s: _short_hash(v)),
+        in_path=path_part("consume", when=bool, show=lambda v, s: short_hash(v)),
         omit=None,
         role="baseline",
         default=None,
     )
-    repetition: int | None = _opt(
+    repetition: int | None = option(
         "the search (Sobol scramble) a tuned trial belongs to; with --trial",
         parse=parse_number(int, 0),
         record=("search", "repetition"),
-        in_path=_part("r", when=lambda v: v is not None),
+        in_path=path_part("r", when=lambda v: v is not None),
         omit=None,
         role="search",
         default=None,
     )
-    trial: int | None = _opt(
+    trial: int | None = option(
         "the trial's index in its search (its hyper-parameters: that point of the workload's "
         "search space); with --repetition",
         parse=parse_number(int, 0),
         record=("search", "trial"),
-        in_path=_part("t", when=lambda v: v is not None),
+        in_path=path_part("t", when=lambda v: v is not None),
         omit=None,
         role="search",
         default=None,
     )
-    seed: int = _opt(
+    seed: int = option(
         "seed",
         parse=parse_number(int, 0),
         record=("seed",),
-        in_path=_part("seed"),
+        in_path=path_part("seed"),
         role="seed",
         default=0,
     )
@@ -506,28 +277,28 @@ class RunSpec(_Options):
                 valid = ", ".join(choices)
                 value = getattr(self, f.name)
                 raise FieldError(f.name, f"{f.name}={value!r} is not valid; use {valid}")
-        _check("echo_factor", self.echo_factor, float, 1)
+        check_value("echo_factor", self.echo_factor, float, 1)
         for name in ("upstream_latency_ms", "upstream_cpu_ms"):
-            _check(name, getattr(self, name), float, 0)
+            check_value(name, getattr(self, name), float, 0)
         for name, low in (("shuffle_buffer", 0), ("seed", 0), ("num_workers", 0)):
-            _check(name, getattr(self, name), int, low)
+            check_value(name, getattr(self, name), int, low)
         for name in ("batch_size", "max_fresh", "eval_every_fresh", "resolution"):
             if getattr(self, name) is not None:
-                _check(name, getattr(self, name), int, 1)
+                check_value(name, getattr(self, name), int, 1)
         for name in ("repetition", "trial"):
             if getattr(self, name) is not None:
-                _check(name, getattr(self, name), int, 0)
+                check_value(name, getattr(self, name), int, 0)
         if (self.repetition is None) != (self.trial is None):
             raise FieldError("trial", "trial and repetition go together: give both or neither")
         if self.budget_cap is not None:
-            _check("budget_cap", self.budget_cap, float, 0)
+            check_value("budget_cap", self.budget_cap, float, 0)
             if self.budget_cap <= 0 or self.max_fresh is not None:
                 raise FieldError(
                     "budget_cap",
                     f"budget_cap={self.budget_cap!r} must be > 0 and excludes max_fresh "
                     f"(given {self.max_fresh!r}): one budget per run",
                 )
-        _check("stop_at_target", self.stop_at_target, bool)
+        check_value("stop_at_target", self.stop_at_target, bool)
         if self.echo_point == "none" and (self.echo_factor != 1 or self.shuffle_buffer):
             raise FieldError(
                 "echo_point",
@@ -584,7 +355,7 @@ class RunSpec(_Options):
         for f in fields(self):
             value = resolved.get(f.name, getattr(self, f.name))
             if value != f.metadata["omit"]:
-                _put(identity, f.metadata["record"], value)
+                put_path(identity, f.metadata["record"], value)
         if defaults.revision != 1:  # revision 1 is left out: records from before it existed
             identity[REVISION] = defaults.revision
         return identity
@@ -645,9 +416,9 @@ class RunSpec(_Options):
         """The identity a run record carries, read by the same field table as `resolve`."""
         identity: dict[str, Any] = {}
         for f in fields(cls):
-            value = _get(record, f.metadata["record"], f.metadata["omit"])
+            value = get_path(record, f.metadata["record"], f.metadata["omit"])
             if value != f.metadata["omit"]:
-                _put(identity, f.metadata["record"], value)
+                put_path(identity, f.metadata["record"], value)
         if REVISION in record:
             identity[REVISION] = record[REVISION]
         return identity
@@ -668,7 +439,7 @@ class RunSpec(_Options):
         wanted, found = self.resolve(defaults), []
         for f in fields(self):
             path, omit = f.metadata["record"], f.metadata["omit"]
-            asked, got = _get(wanted, path, omit), _get(record, path, omit)
+            asked, got = get_path(wanted, path, omit), get_path(record, path, omit)
             if f.name == "hparams" and isinstance(got, Mapping):
                 for key in sorted(set(asked) | set(got)):
                     if asked.get(key) != got.get(key):
@@ -694,7 +465,7 @@ _FLOAT_FIELDS = tuple(f.name for f in fields(RunSpec) if f.type in ("float", "fl
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunOptions(_Options):
+class RunOptions(CommandLine):
     """How a run is executed; not part of its identity (the same run on another device).
 
     Args:
@@ -704,9 +475,9 @@ class RunOptions(_Options):
             Default None.
     """
 
-    device: str = _opt("where to train", choices=DEVICES, default="auto")
-    threads: int = _opt("torch threads", parse=parse_number(int, 1), default=1)
-    data_dir: str | None = _opt("the workload's data folder", parse=str, default=None)
+    device: str = option("where to train", choices=DEVICES, default="auto")
+    threads: int = option("torch threads", parse=parse_number(int, 1), default=1)
+    data_dir: str | None = option("the workload's data folder", parse=str, default=None)
 
 
 def identity_columns(role: str) -> list[str]:
@@ -732,7 +503,7 @@ def run_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     """
     columns: dict[str, Any] = {}
     for f in fields(RunSpec):
-        value = _get(record, f.metadata["record"], f.metadata["omit"])
+        value = get_path(record, f.metadata["record"], f.metadata["omit"])
         if f.name == "hparams":
             columns["lr"] = value["lr"]
             value = json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from experiments import numerics
+from run_contract import numerics
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -24,7 +24,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_importing_experiments_pins_the_libraries_and_check_passes():
     done = _python(
-        "import json, experiments; from experiments import numerics; numerics.check(); "
+        "import json, experiments; from run_contract import numerics; numerics.check(); "
         "print(json.dumps(numerics.stamp()))"
     )
     assert done.returncode == 0, done.stderr
@@ -38,7 +38,7 @@ def test_importing_experiments_pins_the_libraries_and_check_passes():
 @pytest.mark.slow
 def test_native_mode_pins_nothing():
     done = _python(
-        "import json, experiments; from experiments import numerics; numerics.check(); "
+        "import json, experiments; from run_contract import numerics; numerics.check(); "
         "print(json.dumps(numerics.stamp()))",
         ECHO_NUMERICS="native",
     )
@@ -60,7 +60,7 @@ def test_a_run_after_unpinned_tensor_work_is_refused():
     done = _python(
         "import torch; torch.ones(64, 64) @ torch.ones(64, 64)\n"
         "from experiments.harness import Run, RunConfig\n"
-        "from experiments.identity import RunOptions, RunSpec\n"
+        "from run_contract.identity import RunOptions, RunSpec\n"
         "Run(RunConfig(RunSpec(workload='lm1b_transformer'), RunOptions(device='cpu')))"
     )
     assert done.returncode != 0
