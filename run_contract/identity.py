@@ -14,6 +14,8 @@ How a run is executed (device, threads, data folder) is not part of its identity
 `RunOptions`. This module imports nothing heavy (no torch): the Snakefile uses it when parsed.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
