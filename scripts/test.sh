@@ -6,7 +6,8 @@
 # Extra arguments go to pytest and skip the workflow checks, e.g.
 #   scripts/test.sh tests/test_echo_core.py -x
 # The tests marked slow run too. `scripts/test.sh --fast` (first argument) runs ruff and the
-# tests not marked slow only, and no check after them (about 3 minutes).
+# tests not marked slow only, and no check after them (about 3 minutes). Without --fast or
+# pytest arguments the documentation site is built too (mkdocs --strict), right after ruff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 marks="slow or not slow"
@@ -18,6 +19,11 @@ fi
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+if [ "$fast" = 0 ] && [ "$#" = 0 ]; then
+    # The documentation site into site/, warnings as errors (links, anchors, generated pages);
+    # the two variables only silence the theme's and mkdocs' maintenance banners.
+    NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true .venv/bin/mkdocs build --strict
+fi
 ECHO_DATA_SKIPS_FILE=$(mktemp)
 export ECHO_DATA_SKIPS_FILE
 # Said again at the very end, whatever happened: tests skipped because their data is missing.
