@@ -55,7 +55,7 @@ def site_slug(text: str) -> str:
     return toc.slugify(_heading_text(text), "-")
 
 
-def anchors(text: str, slug) -> set[str]:
+def anchors(text: str, slug: Callable[[str], str]) -> set[str]:
     """Every heading anchor of a Markdown text, duplicates numbered as the renderer does."""
     found: set[str] = set()
     for raw in HEADING.findall(FENCE.sub("", text)):
