@@ -57,6 +57,6 @@ wanted=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -d' '
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     echo "setup: installing into .venv (first time: a few minutes, torch is large)"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        -c requirements/constraints.txt -e ".[tf,dev,slurm,bench,docs]"
+        -c requirements/constraints.txt -e ".[tf,dev,slurm,bench,docs,ray]"
     echo "$wanted" > "$stamp"
 fi

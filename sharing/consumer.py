@@ -38,7 +38,9 @@ class Consumer:
     for a producer's recycled segments, that its memory is free once no tensor of it is left).
 
     Args:
-        endpoint: The producer's endpoint (``Producer.endpoint``).
+        endpoint: The producer's endpoint (``Producer.endpoint``); ``ray:NAME`` makes a
+            `sharing.ray_backend.RayConsumer` (read-only batches from Ray's object store,
+            in any process of the cluster; it also takes ``copy``).
         batch_size: Examples per batch for this consumer: None (the producer's) or any
             size >= 1. Producer batches are re-cut: a consumer batch inside one producer
             batch is a view of it (so a divisor of the producer's batch size costs no copy),
@@ -82,6 +84,12 @@ class Consumer:
             producer was stopped, or its loader failed), which would otherwise end a ``for``
             loop short.
     """
+
+    def __new__(cls, endpoint: str, *args: Any, **kwargs: Any) -> Consumer:
+        # ``ray:NAME``: the Ray backend's consumer (its __init__ then runs with these args)
+        if cls is Consumer and endpoints.is_ray_endpoint(endpoint):
+            return object.__new__(endpoints.ray_backend().RayConsumer)
+        return object.__new__(cls)
 
     def __init__(
         self,
@@ -184,6 +192,10 @@ class Consumer:
                 for fd in fds:
                     os.close(fd)
             return message
+
+    def _batch(self, message: dict) -> Any:
+        """The batch a ``batch`` message carries (its storages mapped)."""
+        return rebuild(message["layout"], message["maps"])
 
     def _counted(self, stream: Iterator[tuple[int, Any]]) -> Iterator[tuple[int | None, Any]]:
         """``stream``'s (seq, batch) pairs, counted, with ``echo_on_stall``'s echoes between
@@ -315,7 +327,7 @@ class Consumer:
                 continue
             if kind != "batch":
                 raise ProtocolError(f"unexpected {kind!r} message while iterating")
-            batch = rebuild(message["layout"], message["maps"])
+            batch = self._batch(message)
             self._held.add(message["seq"])
             if self._producer_batch_size is None:
                 self._producer_batch_size = first_dim(batch)

@@ -16,6 +16,7 @@ import secrets
 import socket
 import stat
 import struct
+from typing import Any
 
 __all__ = [
     "connect",
@@ -26,6 +27,32 @@ __all__ = [
     "pid_alive",
     "unlink",
 ]
+
+
+RAY_SCHEME = "ray:"
+"""The endpoint prefix of the Ray backend (``ray:NAME``, `sharing.ray_backend`)."""
+
+
+def is_ray_endpoint(endpoint: object) -> bool:
+    """Whether ``endpoint`` names the Ray backend (``ray:NAME``)."""
+    return isinstance(endpoint, str) and endpoint.startswith(RAY_SCHEME)
+
+
+def ray_backend() -> Any:
+    """The `sharing.ray_backend` module, imported on first use of a ``ray:`` endpoint.
+
+    Raises:
+        ImportError: ray is not installed (the message says how to install it).
+    """
+    try:
+        from sharing import ray_backend
+    except ImportError as error:
+        if error.name != "ray":
+            raise
+        raise ImportError(
+            "a ray: endpoint needs ray: pip install 'ray>=2.60' (the project's ray extra)"
+        ) from error
+    return ray_backend
 
 
 def default_endpoint() -> str:

@@ -94,7 +94,10 @@ class Producer:
             arrays, plus JSON scalars), e.g. a DataLoader. If it has ``set_epoch``, that is
             called before each epoch.
         endpoint: ``unix:@NAME`` (abstract socket, default: a fresh name) or ``unix:/PATH``
-            (a stale socket file there, left by a killed producer, is replaced).
+            (a stale socket file there, left by a killed producer, is replaced); or
+            ``ray:NAME``: serve across hosts through Ray's object store
+            (`sharing.ray_backend.RayProducer`, which also takes ``max_bytes`` and
+            ``lease_s``, and not ``device``).
         epochs: Epochs to serve; None serves until `stop` or `finish`. Default 1.
         max_lag: Most batches the producer runs ahead of the slowest consumer. Default 4.
         replay_batches: Leading batches of each epoch kept for late joiners. Default None:
@@ -116,6 +119,12 @@ class Producer:
         ValueError: A bad argument; the message names it.
         OSError: Another producer listens at ``endpoint``, or a non-socket file is there.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Producer:
+        # endpoint="ray:NAME": the Ray backend's producer (its __init__ then runs with these)
+        if cls is Producer and endpoints.is_ray_endpoint(kwargs.get("endpoint")):
+            return object.__new__(endpoints.ray_backend().RayProducer)
+        return object.__new__(cls)
 
     @_accepting_former_names
     def __init__(
@@ -198,6 +207,11 @@ class Producer:
             ValueError: A bad argument (the message names it).
             TypeError: An argument neither takes, or no ``batch_size``.
         """
+        if endpoints.is_ray_endpoint(kwargs.get("endpoint")):
+            raise ValueError(
+                "from_dataset's recycled segments serve one host; on Ray, serve "
+                "Producer(DataLoader(...), endpoint='ray:NAME')"
+            )
         if kwargs.get("device") is not None:
             raise ValueError(
                 "from_dataset serves CPU memory; for device=..., serve "

@@ -294,7 +294,9 @@ def test_upstream_knobs_slow_the_upstream_and_set_r(tmp_path, toy_workload):
     assert per_example["upstream_s_per_batch"] >= 16 * 0.001
     assert 0.001 <= per_batch["upstream_s_per_batch"] < per_example["upstream_s_per_batch"]
     assert cpu["upstream_s_per_batch"] >= 16 * 0.0005
-    assert base["upstream_s_per_batch"] < per_batch["upstream_s_per_batch"]
+    # 16 ms per batch added: beyond what a loaded machine's noise adds to the base (a 1 ms
+    # per-batch knob is not: a busy CPU has made the base alone take longer).
+    assert base["upstream_s_per_batch"] < per_example["upstream_s_per_batch"]
     for timing in (base, per_example, per_batch, cpu):
         ratio = timing["upstream_s_per_batch"] / timing["downstream_s_per_step"]
         assert timing["R"] == pytest.approx(ratio)

@@ -1,0 +1,372 @@
+"""sharing over Ray (endpoint ``ray:NAME``), against a real Ray cluster: several simulated
+nodes (`ray.cluster_utils.Cluster`, each with its own raylet and object store), consumers in
+Ray actors placed on them, no mocks."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason="ray is not installed (the ray extra: pip install .[ray])")
+
+from ray._private.internal_api import node_stats  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from sharing import Producer, ProducerGone  # noqa: E402
+from sharing.ray_backend import RayProducer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# Ray's workers cannot import this test module: its actors travel by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+ROWS = 4
+"""Rows of each producer batch."""
+
+
+def batches(count: int, width: int = 2) -> list[torch.Tensor]:
+    """``count`` batches; batch i holds the value i."""
+    return [torch.full((ROWS, width), float(i)) for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A head node (where the tests' producers run) and a node ``b`` for consumers."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited
+    made = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2, "object_store_memory": 100 << 20, "include_dashboard": False,
+            "temp_dir": temp,
+        },
+    )  # fmt: skip
+    made.add_node(num_cpus=4, resources={"b": 100}, object_store_memory=80 << 20)
+    ray.init(address=made.address, log_to_driver=False)
+    try:
+        yield made
+    finally:
+        ray.shutdown()
+        made.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@ray.remote(num_cpus=0)
+class Reader:
+    """One consumer, driven from the test a step at a time."""
+
+    def __init__(self, endpoint: str, **kwargs: Any) -> None:
+        from sharing import Consumer
+
+        self.consumer = Consumer(endpoint, **kwargs)
+        self.flat = self._flat()
+        self.given: list[float] = []
+
+    def _flat(self) -> Iterator[tuple[str, Any]]:
+        for epoch in self.consumer.epochs():
+            for batch in epoch:
+                yield "batch", batch
+            yield "end_epoch", None
+
+    def mode(self) -> str:
+        return self.consumer.mode
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def take(self, count: int, step_s: float = 0.0) -> list[tuple[float, float]]:
+        """The first value and the arrival time of each of the next ``count`` batches."""
+        got = []
+        while len(got) < count:
+            kind, batch = next(self.flat)
+            if kind == "batch":
+                got.append((float(batch[0, 0]), time.monotonic()))
+                time.sleep(step_s)
+        return got
+
+    def rest(self) -> list[list[float]]:
+        """Every remaining epoch's values, to the end of the stream (the epoch in progress
+        first)."""
+        epochs: list[list[float]] = [[]]
+        for kind, batch in self.flat:
+            if kind == "batch":
+                epochs[-1].extend(batch[:, 0].tolist())
+            else:
+                epochs.append([])
+        return [epoch for epoch in epochs if epoch]
+
+    def poke(self, value: float) -> list[float]:
+        """Write ``value`` into the next batch in place; return the batch's values after."""
+        _, batch = next(self.flat)
+        batch += value
+        return batch[:, 0].tolist()
+
+    def counts(self) -> dict[str, int]:
+        c = self.consumer
+        return {"fresh": c.fresh_examples, "echoed": c.echoed_examples, "epochs": c.epochs_done}
+
+    def leave(self) -> None:
+        self.consumer.leave()
+
+
+@ray.remote(num_cpus=0)
+class Serving:
+    """A producer in its own process (so its node can be lost)."""
+
+    def __init__(self, endpoint: str, count: int, **kwargs: Any) -> None:
+        self.producer = Producer(batches(count), endpoint=endpoint, **kwargs)
+        threading.Thread(target=self.producer.serve, daemon=True).start()
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+class Served:
+    """A producer serving in a thread of the test process, closed on exit."""
+
+    def __init__(self, data: Any, **kwargs: Any) -> None:
+        self.producer = Producer(data, **kwargs)
+        self.thread = threading.Thread(target=self.producer.serve, daemon=True)
+        self.thread.start()
+
+    def __enter__(self) -> RayProducer:
+        return self.producer  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        self.producer.stop()
+        self.thread.join(timeout=20)
+        self.producer.close()
+
+
+def endpoint(name: str) -> str:
+    return f"ray:test-{name}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def on(resource: str) -> dict[str, Any]:
+    return {"resources": {resource: 1}}
+
+
+def until(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def created_bytes(node: Any) -> int:
+    """Bytes ever created in ``node``'s object store (puts, and copies pulled from others)."""
+    stats = node_stats(node.node_ip_address, node.node_manager_port, include_memory_info=False)
+    return stats.store_stats.cumulative_created_bytes
+
+
+def test_a_ray_endpoint_makes_the_ray_backend_and_bad_ones_are_named(cluster: Cluster) -> None:
+    with Served(batches(2), endpoint=endpoint("kind")) as producer:
+        assert isinstance(producer, RayProducer) and isinstance(producer, Producer)
+        with pytest.raises(OSError, match="another producer serves"):
+            Producer(batches(2), endpoint=producer.endpoint)
+    with pytest.raises(ValueError, match="ray:NAME"):
+        Producer(batches(2), endpoint="ray:bad name")
+    with pytest.raises(ValueError, match="max_bytes"):
+        Producer(batches(2), endpoint=endpoint("x"), max_bytes=0)
+    with pytest.raises(ValueError, match="one host"):
+        Producer.from_dataset(list(range(4)), batch_size=2, endpoint=endpoint("x"))
+
+
+def test_every_consumer_gets_every_batch_once_in_order_at_its_batch_size(
+    cluster: Cluster,
+) -> None:
+    name = endpoint("order")
+    with Served(batches(6), endpoint=name, epochs=2, consumers=2):
+        whole = Reader.options(**on("b")).remote(name)
+        recut = Reader.options(**on("b")).remote(name, batch_size=3)
+        epochs_whole, epochs_recut = ray.get([whole.rest.remote(), recut.rest.remote()])
+        counts = ray.get(recut.counts.remote())
+    expected = [float(i) for i in range(6) for _ in range(ROWS)]
+    assert epochs_whole == [expected, expected]
+    assert epochs_recut == [expected, expected]
+    assert counts == {"fresh": 2 * 6 * ROWS, "echoed": 0, "epochs": 2}
+
+
+def test_a_batch_crosses_to_a_node_once_however_many_consumers_read_it(
+    cluster: Cluster,
+) -> None:
+    name = endpoint("once")
+    node_b = cluster.list_all_nodes()[1]
+    data = batches(8, width=25_000)  # 400 kB each
+    total = sum(batch.numel() * batch.element_size() for batch in data)
+    before = created_bytes(node_b)
+    with Served(data, endpoint=name, consumers=3):
+        readers = [Reader.options(**on("b")).remote(name) for _ in range(3)]
+        results = ray.get([reader.rest.remote() for reader in readers])
+    assert all(len(result[0]) == 8 * ROWS for result in results)
+    moved = created_bytes(node_b) - before
+    assert total <= moved < 1.1 * total  # one copy, not three
+
+
+def test_copy_gives_private_batches_and_other_consumers_see_the_original(
+    cluster: Cluster,
+) -> None:
+    name = endpoint("copy")
+    with Served(batches(3), endpoint=name, consumers=2):
+        writer = Reader.options(**on("b")).remote(name, copy=True)
+        other = Reader.options(**on("b")).remote(name)
+        assert ray.get(writer.poke.remote(100.0)) == [100.0] * ROWS
+        first = ray.get(other.take.remote(1))
+        assert first[0][0] == 0.0
+        ray.get([writer.rest.remote(), other.rest.remote()])
+
+
+class Gated:
+    """``count`` batches an epoch, each given once the test releases ``gate``."""
+
+    def __init__(self, count: int, gate: threading.Semaphore) -> None:
+        self.count, self.gate = count, gate
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for batch in batches(self.count):
+            self.gate.acquire()
+            yield batch
+
+
+def test_late_joiners_replay_wait_for_the_next_epoch_or_wrap(cluster: Cluster) -> None:
+    name = endpoint("late")
+    gate = threading.Semaphore(0)
+    with Served(Gated(6, gate), endpoint=name, epochs=2, max_lag=10, replay_batches=2) as producer:
+        first = Reader.options(**on("b")).remote(name)
+        assert ray.get(first.mode.remote()) == "start"
+        gate.release()
+        until(lambda: producer.metrics()["batches_produced"] == 1)
+        replay = Reader.options(**on("b")).remote(name, late_join="replay")
+        assert ray.get(replay.mode.remote()) == "replay"  # batch 1 of 6, within the window
+        for _ in range(4):
+            gate.release()
+        until(lambda: producer.metrics()["batches_produced"] == 5)
+        waits = Reader.options(**on("b")).remote(name, late_join="next_epoch")
+        wraps = Reader.options(**on("b")).remote(name)  # auto, past the window: wrap
+        assert ray.get([waits.mode.remote(), wraps.mode.remote()]) == ["next_epoch", "wrap"]
+        for _ in range(100):
+            gate.release()
+        results = ray.get([r.rest.remote() for r in (first, replay, waits, wraps)])
+        metrics = producer.metrics()
+    epoch = [float(i) for i in range(6) for _ in range(ROWS)]
+    assert results[:3] == [[epoch, epoch], [epoch, epoch], [epoch]]
+    start = 5  # the wrapped consumer joined at batch 5 of epoch 0
+    wrapped = [float((start + i) % 6) for i in range(6) for _ in range(ROWS)]
+    assert results[3] == [wrapped, wrapped]
+    assert metrics["batches_for_late_joiners"] == start
+
+
+def test_max_lag_bounds_a_consumer_that_never_reads(cluster: Cluster) -> None:
+    name = endpoint("lag")
+    with Served(batches(50), endpoint=name, max_lag=3) as producer:
+        idle = Reader.options(**on("b")).remote(name)
+        ray.get(idle.mode.remote())
+        time.sleep(1.5)
+        assert producer.metrics()["batches_produced"] == 3
+        assert producer.metrics()["lag"] == {0: 3}
+        ray.get(idle.leave.remote())
+
+
+def test_a_nearly_full_object_store_means_backpressure_not_spilling(cluster: Cluster) -> None:
+    name = endpoint("bytes")
+    data = batches(40, width=250_000)  # 4 MB each
+    nbytes = data[0].numel() * data[0].element_size()
+    head = cluster.list_all_nodes()[0]
+    spilled = node_stats(head.node_ip_address, head.node_manager_port).store_stats
+    with Served(data, endpoint=name, max_lag=1000, max_bytes=int(2.5 * nbytes)) as producer:
+        idle = Reader.options(**on("b")).remote(name)
+        ray.get(idle.mode.remote())
+        time.sleep(1.5)
+        metrics = producer.metrics()
+        assert metrics["batches_produced"] == 2
+        assert metrics["bytes_held"] <= 2.5 * nbytes
+        assert len(ray.get(idle.rest.remote())[0]) == 40 * ROWS  # and it all arrives
+    after = node_stats(head.node_ip_address, head.node_manager_port).store_stats
+    assert after.spilled_bytes_total == spilled.spilled_bytes_total
+
+
+def test_a_consumer_that_leaves_or_dies_costs_the_others_nothing(cluster: Cluster) -> None:
+    name = endpoint("leave")
+    with Served(batches(12), endpoint=name, consumers=3, max_lag=2) as producer:
+        stays, leaves, dies = (Reader.options(**on("b")).remote(name) for _ in range(3))
+        ray.get([reader.take.remote(2) for reader in (stays, leaves, dies)])
+        ray.get(leaves.leave.remote())
+        ray.kill(dies)
+        started = time.monotonic()
+        rest = ray.get(stays.rest.remote())
+        metrics = producer.metrics()
+    assert rest == [[float(i) for i in range(2, 12) for _ in range(ROWS)]]
+    assert metrics["consumers_left"] == 1 and metrics["consumers_lost"] == 1
+    assert time.monotonic() - started < 10
+
+
+def test_echo_on_stall_trains_a_fast_consumer_with_exact_fresh_counts(cluster: Cluster) -> None:
+    def slow(count: int) -> Iterator[torch.Tensor]:
+        for batch in batches(count):
+            time.sleep(0.1)
+            yield batch
+
+    class Slow:
+        def __iter__(self) -> Iterator[torch.Tensor]:
+            return slow(8)
+
+    name = endpoint("echo")
+    with Served(Slow(), endpoint=name):
+        fast = Reader.options(**on("b")).remote(name, echo_on_stall=4)
+        given = ray.get(fast.take.remote(16, 0.005))
+        counts = ray.get(fast.counts.remote())
+        ray.get(fast.rest.remote())
+        final = ray.get(fast.counts.remote())
+    values = [value for value, _ in given]
+    assert values[0] == 0.0 and values == sorted(values)  # echoes repeat the latest only
+    assert counts["echoed"] > 0
+    assert counts["fresh"] + counts["echoed"] == 16 * ROWS
+    assert final["fresh"] == 8 * ROWS  # every fresh batch once, however many echoes
+
+
+def test_a_consumer_node_lost_mid_epoch_stalls_the_others_about_a_lease(
+    cluster: Cluster,
+) -> None:
+    doomed = cluster.add_node(num_cpus=1, resources={"c": 10}, object_store_memory=80 << 20)
+    name = endpoint("node")
+    with Served(batches(20), endpoint=name, consumers=2, max_lag=2) as producer:
+        stays = Reader.options(**on("b")).remote(name)
+        lost = Reader.options(**on("c")).remote(name)
+        ray.get([stays.take.remote(3), lost.take.remote(3)])
+        cluster.remove_node(doomed, allow_graceful=False)
+        given = ray.get(stays.take.remote(17))
+        metrics = producer.metrics()
+    assert [value for value, _ in given] == [float(i) for i in range(3, 20)]
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(given)]
+    assert max(gaps) < 2.5  # the lease (1 s) and its check, with room for a loaded machine
+    assert metrics["consumers_lost"] == 1
+
+
+def test_consumers_raise_producer_gone_within_5_s_of_the_producers_node(
+    cluster: Cluster,
+) -> None:
+    doomed = cluster.add_node(num_cpus=1, resources={"p": 10}, object_store_memory=80 << 20)
+    name = endpoint("gone")
+    serving = Serving.options(**on("p")).remote(name, 100, max_lag=2)
+    ray.get(serving.node.remote())  # serving (a new node's first worker takes a while)
+    reader = Reader.options(**on("b")).remote(name)
+    ray.get(reader.take.remote(2))
+    cluster.remove_node(doomed, allow_graceful=False)
+    started = time.monotonic()
+    with pytest.raises(ProducerGone):
+        ray.get(reader.take.remote(100))
+    assert time.monotonic() - started < 5
+    del serving
