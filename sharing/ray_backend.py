@@ -33,16 +33,19 @@ boundary is the Ray cluster, as Ray's own security model states.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import itertools
 import logging
 import os
+import queue
 import re
 import secrets
 import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +82,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _POLL_S = 0.25  # longest a hub call waits before it answers "nothing yet" (a heartbeat too)
 _GONE_S = 2.0  # a hub that answers no call (each answers within _POLL_S) for this long is gone
 _TELL_S = 5.0  # how long close waits for consumers to learn the stream's end
+_READ_S = _GONE_S + 2  # longest a batch's read may take
+_AHEAD = 2  # batches a consumer starts pulling before it needs them
 _GRACE_S = 1e-4  # EchoOnStall's grace, as the local consumer's
 
 
@@ -377,7 +382,14 @@ class _Hub:
             member.served = member.pos + 1
         if entry["type"] == "batch":
             self.counts["served"] += 1
-            return {key: value for key, value in entry.items() if key != "nbytes"}
+            reply = {key: value for key, value in entry.items() if key != "nbytes"}
+            after = (self.log.entries.get(p) for p in range(entry["seq"] + 1, self.log.head))
+            reply["ahead"] = [
+                (e["seq"], e["ref"])
+                for e in itertools.islice(after, _AHEAD)
+                if e and e["type"] == "batch"
+            ]
+            return reply
         return entry
 
     # -- the producer ------------------------------------------------------------------
@@ -696,17 +708,16 @@ class RayProducer(Producer):
                     break
                 if hasattr(self.loader, "set_epoch"):
                     self.loader.set_epoch(epoch)
-                for batch in self.loader:
+                for batch in self._loaded(self.loader):
                     if self._stop.is_set() or not self._put(batch):
                         break
                     if time.monotonic() - last_log >= self.log_every_s:
                         log.info("metrics %s", self.metrics())
                         last_log = time.monotonic()
-                else:
-                    self._op("end_epoch")
-                    epoch += 1
-                    continue
-                break
+                if self._stop.is_set():  # cut short: the epoch is not whole
+                    break
+                self._op("end_epoch")
+                epoch += 1
             if not self._stop.is_set():
                 owed = ray.get(self._op("owed"))
                 if owed:
@@ -728,12 +739,52 @@ class RayProducer(Producer):
             finally:
                 self._served.set()
 
+    def _loaded(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """One iteration of ``loader``, run in a thread of its own so that `stop` ends
+        serving even while the loader is stuck in its next batch (the thread then ends
+        at that batch); the loader's error is raised here."""
+        handoff: queue.Queue = queue.Queue(maxsize=1)
+        done = object()
+        left = threading.Event()  # this iteration's reader went away
+
+        def offer(item: Any, error: BaseException | None = None) -> bool:
+            while not (self._stop.is_set() or left.is_set()):
+                with contextlib.suppress(queue.Full):
+                    handoff.put((item, error), timeout=_POLL_S)
+                    return True
+            return False
+
+        def load() -> None:
+            try:
+                for item in loader:
+                    if not offer(item):
+                        return
+                offer(done)
+            except BaseException as error:  # raised in the serving thread
+                offer(done, error)
+
+        thread = threading.Thread(target=load, name="sharing-ray-loader", daemon=True)
+        thread.start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    item, error = handoff.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if error is not None:
+                    raise error
+                if item is done:
+                    return
+                yield item
+        finally:
+            left.set()
+
     def _load_owed(self, owed: int) -> int:
         """Load the first ``owed`` batches again, for wrapped consumers alone."""
         if hasattr(self.loader, "set_epoch"):
             self.loader.set_epoch(self.epochs or 0)
         loaded = 0
-        for batch in self.loader:
+        for batch in self._loaded(self.loader):
             if loaded == owed or not self._put(batch, late=True):
                 break
             loaded += 1
@@ -796,6 +847,9 @@ class RayConsumer(Consumer):
         self._closed = True
         self._pos = 0
         self._pending: Any = None  # the hub call for entry ``_pos``, while it runs
+        # Batches pulled ahead, by seq: the next one's transfer overlaps this one's step.
+        self._fetched: dict[int, concurrent.futures.Future] = {}
+        self._fetcher = concurrent.futures.ThreadPoolExecutor(1, "sharing-prefetch")
         _connect()
         self._hub = _find_hub(name, endpoint, connect_timeout_s)
         welcome = self._call(self._hub.hello.remote(_hello(batch_size, late_join)))
@@ -862,8 +916,15 @@ class RayConsumer(Consumer):
             return message
         self._pos += 1
         if kind == "batch":
+            for seq, ref in message.get("ahead", ()):  # start pulling what comes next
+                if seq not in self._fetched and len(self._fetched) <= _AHEAD:
+                    self._fetched[seq] = self._fetcher.submit(ray.get, ref[0], timeout=_READ_S)
+            fetched = self._fetched.pop(message["seq"], None)
             try:
-                stored = ray.get(message["ref"][0], timeout=_GONE_S + 2)
+                if fetched is None:
+                    stored = ray.get(message["ref"][0], timeout=_READ_S)
+                else:
+                    stored = fetched.result()
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as error:
                 raise ProducerGone(
                     f"the producer at {self.endpoint} is gone: its batch {message['seq']} "
@@ -910,6 +971,8 @@ class RayConsumer(Consumer):
             return
         self._closed = True
         self._beating.set()
+        self._fetcher.shutdown(wait=False, cancel_futures=True)
+        self._fetched.clear()
         with contextlib.suppress(Exception):
             ray.get(self._hub.leave.remote(self.consumer_id), timeout=2.0)
 

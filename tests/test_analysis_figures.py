@@ -59,6 +59,7 @@ def inputs(tmp_path_factory):
         "curves": curves,
         "sharing": pd.read_csv(BENCHMARKS / "shared_loading.csv"),
         "echo_speedup": pd.read_csv(BENCHMARKS / "echo_speedup.csv"),
+        "sharing_ray": pd.read_csv(BENCHMARKS / "sharing_ray.csv"),
         "studies": studies,
     }
 
@@ -131,6 +132,7 @@ MATCHING_ROWS = {
     "sharing_throughput": dict(consumers=4, quantity="per_consumer_vs_own", value=2, unit="x"),
     "sharing_cpu": dict(workload="cpu", consumers=2, value=0.001, unit="CPU s/sample"),
     "echo_on_stall": dict(R=4, value=3.5, unit="x"),
+    "sharing_across_hosts": dict(workload="images", nodes=2, value=5.0),
 }
 
 

@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (the ray extra: pi
 from ray._private.internal_api import node_stats  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from sharing import Producer, ProducerGone  # noqa: E402
+from sharing import Producer, ProducerGone, SharingError  # noqa: E402
 from sharing.ray_backend import RayProducer  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -110,6 +110,14 @@ class Reader:
         _, batch = next(self.flat)
         batch += value
         return batch[:, 0].tolist()
+
+    def loop_again(self) -> str:
+        """One more ``for`` loop over the consumer: the name of what it raised."""
+        try:
+            list(self.consumer)
+        except Exception as error:
+            return type(error).__name__
+        return "nothing"
 
     def counts(self) -> dict[str, int]:
         c = self.consumer
@@ -269,6 +277,22 @@ def test_late_joiners_replay_wait_for_the_next_epoch_or_wrap(cluster: Cluster) -
     assert metrics["batches_for_late_joiners"] == start
 
 
+def test_streams_end_loudly_after_the_last_epoch_and_when_stopped(cluster: Cluster) -> None:
+    name = endpoint("end")
+    with Served(batches(2), endpoint=name):
+        done = Reader.options(**on("b")).remote(name)
+        assert len(ray.get(done.rest.remote())) == 1
+        assert ray.get(done.loop_again.remote()) == "StreamEnded"
+    name = endpoint("stop")
+    gate = threading.Semaphore(2)
+    with Served(Gated(6, gate), endpoint=name) as producer:
+        cut = Reader.options(**on("b")).remote(name)
+        ray.get(cut.take.remote(2))
+        producer.stop()
+        with pytest.raises(SharingError, match="was stopped after 2 batches"):
+            ray.get(cut.take.remote(1))
+
+
 def test_max_lag_bounds_a_consumer_that_never_reads(cluster: Cluster) -> None:
     name = endpoint("lag")
     with Served(batches(50), endpoint=name, max_lag=3) as producer:
@@ -351,8 +375,8 @@ def test_a_consumer_node_lost_mid_epoch_stalls_the_others_about_a_lease(
         metrics = producer.metrics()
     assert [value for value, _ in given] == [float(i) for i in range(3, 20)]
     gaps = [b - a for (_, a), (_, b) in itertools.pairwise(given)]
-    assert max(gaps) < 2.5  # the lease (1 s) and its check, with room for a loaded machine
-    assert metrics["consumers_lost"] == 1
+    assert max(gaps) < 2.5, gaps  # the lease (1 s) and its check, room for a loaded machine
+    assert metrics["consumers_lost"] == 1, metrics
 
 
 def test_consumers_raise_producer_gone_within_5_s_of_the_producers_node(

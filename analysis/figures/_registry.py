@@ -47,6 +47,7 @@ TABLES = {
     "curves": Table(read_curves, "eval-curves CSV (from aggregate)"),
     "sharing": Table(pd.read_csv, "shared_loading benchmark CSV"),
     "echo_speedup": Table(pd.read_csv, "echo_speedup benchmark CSV"),
+    "sharing_ray": Table(pd.read_csv, "sharing_ray benchmark CSV (benchmarks.sharing_ray)"),
 }
 """Table name -> how to read it. A figure's ``inputs`` name some of these; on the command
 line each is an option (``--runs``, ``--echo-speedup``)."""

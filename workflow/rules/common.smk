@@ -59,6 +59,7 @@ TABLES = {
     "curves": f"{OUT}/eval_curves.csv",
     "sharing": SHARING_CSV,
     "echo_speedup": SPEEDUP_CSV,
+    "sharing_ray": f"{OUT}/benchmarks/sharing_ray.csv",  # by hand: python -m benchmarks.sharing_ray
 }
 
 

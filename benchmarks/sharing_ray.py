@@ -1,0 +1,368 @@
+"""Sharing across simulated hosts through Ray, beside each consumer's own loader and tf.data
+service.
+
+A `ray.cluster_utils.Cluster` runs a head node (the producer's) and up to four consumer nodes,
+each with its own raylet and object store: "hosts" that share this machine's cores and talk
+over loopback. For each workload and layout (consumer nodes x consumers per node: (1, 4),
+(2, 2), (4, 1)), modes run one after another on the same cluster:
+
+* ``own``: every consumer (a Ray actor on its node) runs its own DataLoader (``--workers``
+  worker processes each);
+* ``ray``: one `sharing.Producer` on the head node (``endpoint="ray:NAME"``, one DataLoader
+  of ``--workers`` workers) serves every consumer through Ray's object store;
+* ``tfdata_service``: a tf.data service dispatcher and worker on the head node, consumers
+  reading one shared job through its cross-trainer cache (``images`` only: a tf.data service
+  worker cannot run the Python preprocessing of ``cpu``).
+
+Each consumer reads ``--batches`` batches and one value per 4 KiB page of each, and does no
+training, so the rates are loader throughput. Per trial it reports:
+
+* per-consumer batches per second (median over consumers) and the slowest consumer's;
+* CPU ms per batch received, of every process of the cluster (sampled from /proc: consumers,
+  their loaders, the producer and its loader, the hub, the raylets and GCS that move the
+  objects), and split by role;
+* for ``ray``: bytes created in each consumer node's object store per batch, over the batch's
+  bytes (Ray's own counter, ``cumulative_created_bytes``): the copies of each batch that
+  crossed to that node. One copy per node, however many consumers it runs, is the goal. For
+  ``tfdata_service`` every trainer's read is its own transfer (its design: there is no
+  per-host cache), so the copies per node are the consumers per node.
+
+    python -m benchmarks.sharing_ray --out benchmarks/reference/sharing_ray.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from benchmarks.common import machine_note, print_table, write_csv
+from benchmarks.sharing import (
+    BATCH,
+    calibrate_work,
+    make_dataset,
+    make_loader,
+)
+from experiments.procstat import TreeCpu
+
+__all__ = ["LAYOUTS", "MODES", "main", "run", "trial"]
+
+LAYOUTS: tuple[tuple[int, int], ...] = ((1, 4), (2, 2), (4, 1))
+"""(consumer nodes, consumers per node) of each trial."""
+
+MODES: tuple[str, ...] = ("own", "ray", "tfdata_service")
+"""The loading modes compared."""
+
+_ROLES = ("consumers", "producer", "ray_system")
+
+
+def _touch(batch: Any) -> None:
+    images = batch[0] if isinstance(batch, (tuple, list)) else batch
+    images.reshape(-1)[::4096].sum().item()  # one value per 4 KiB page
+
+
+def _cluster(nodes: int, temp: str) -> Any:
+    """A head node and ``nodes`` consumer nodes (resources ``node0``, ``node1``, ...)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 4, "object_store_memory": 512 << 20, "include_dashboard": False,
+            "temp_dir": temp,
+        },
+    )  # fmt: skip
+    for index in range(nodes):
+        cluster.add_node(num_cpus=8, resources={f"node{index}": 100}, object_store_memory=256 << 20)
+    return cluster
+
+
+def _actors() -> tuple[Any, Any]:
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Consumer:
+        """A training process on its node."""
+
+        def pid(self) -> int:
+            return os.getpid()
+
+        def read(self, batches: Iterator[Any], count: int) -> tuple[int, float]:
+            first = last = None
+            received = 0
+            for batch in batches:
+                _touch(batch)
+                last = time.perf_counter()
+                first = first or last
+                received += 1
+                if received == count:
+                    break
+            return received, (last - first) if received > 1 else float("nan")
+
+        def own(self, workload: str, count: int, work: int, workers: int) -> tuple[int, float]:
+            loader = make_loader(make_dataset(workload, count, work), workers)
+            return self.read(iter(loader), count)
+
+        def shared(self, endpoint: str, count: int) -> tuple[int, float]:
+            from sharing import Consumer as SharedConsumer
+
+            consumer = SharedConsumer(endpoint)
+            try:
+                return self.read(iter(consumer), count)
+            finally:
+                consumer.leave()
+
+        def tfds(self, target: str, count: int, name: int) -> tuple[int, float]:
+            import tensorflow as tf
+
+            service = tf.data.experimental.service
+            source = tf.data.Dataset.from_tensors(tf.zeros([3, 224, 224], tf.uint8))
+            shared = (
+                source.repeat()
+                .batch(BATCH)
+                .apply(
+                    service.distribute(
+                        processing_mode=service.ShardingPolicy.OFF,
+                        service=target,
+                        job_name="shared",
+                        cross_trainer_cache=service.CrossTrainerCache(trainer_id=str(name)),
+                    )
+                )
+            )
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            batches = (torch.from_numpy(b) for b in shared.as_numpy_iterator())
+            return self.read(batches, count)
+
+    @ray.remote(num_cpus=0)
+    class Serving:
+        """The producer's side, on the head node: a ray producer or a tf.data service."""
+
+        def pid(self) -> int:
+            return os.getpid()
+
+        def ray(
+            self, endpoint: str, workload: str, count: int, work: int, workers: int, n: int
+        ) -> None:
+            from sharing import Producer
+
+            loader = make_loader(make_dataset(workload, count, work), workers)
+            self.producer = Producer(loader, endpoint=endpoint, epochs=1, consumers=n)
+            self.thread = threading.Thread(target=self.producer.serve, daemon=True)
+            self.thread.start()
+
+        def stop(self) -> None:
+            if hasattr(self, "producer"):
+                self.producer.stop()
+                self.thread.join(timeout=30)
+                self.producer.close()
+
+        def tfds(self) -> str:
+            import tensorflow as tf
+
+            service = tf.data.experimental.service
+            self.dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+            address = self.dispatcher.target.split("://")[1]
+            self.worker = service.WorkerServer(
+                service.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%")
+            )
+            return self.dispatcher.target.replace("[::]", "localhost")
+
+    return Consumer, Serving
+
+
+def _created(node: Any) -> int:
+    from ray._private.internal_api import node_stats
+
+    stats = node_stats(node.node_ip_address, node.node_manager_port, include_memory_info=False)
+    return stats.store_stats.cumulative_created_bytes
+
+
+def _settled(node: Any, timeout_s: float = 10.0) -> int:
+    """`_created` once two readings 1 s apart agree (the raylet reports its store's counters
+    with a delay)."""
+    deadline = time.monotonic() + timeout_s
+    last = _created(node)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = _created(node)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _descends(tree: TreeCpu, pid: int, roots: set[int]) -> bool:
+    while pid in tree.parents:
+        if pid in roots:
+            return True
+        pid = tree.parents[pid]
+    return pid in roots
+
+
+def trial(
+    cluster: Any, mode: str, workload: str, layout: tuple[int, int], args: argparse.Namespace,
+    work: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One (mode, workload, layout) trial on ``cluster``; its CSV row."""
+    import ray
+
+    nodes, per_node = layout
+    count = args.batches
+    consumer_class, serving_class = _actors()
+    serving = serving_class.remote()
+    consumers = [
+        consumer_class.options(resources={f"node{n}": 1}).remote()
+        for n in range(nodes)
+        for _ in range(per_node)
+    ]
+    pids = set(ray.get([c.pid.remote() for c in consumers]))
+    producer_pid = ray.get(serving.pid.remote())
+    endpoint = f"ray:bench-{os.getpid()}-{time.monotonic_ns()}"
+    target = ray.get(serving.tfds.remote()) if mode == "tfdata_service" else None
+    consumer_nodes = cluster.list_all_nodes()[1 : 1 + nodes]
+    created_before = [_created(node) for node in consumer_nodes]
+    baseline = TreeCpu(os.getpid())
+    baseline.sample()
+    started = time.perf_counter()
+    with TreeCpu(os.getpid()) as tree:
+        if mode == "own":
+            calls = [c.own.remote(workload, count, work, args.workers) for c in consumers]
+        elif mode == "ray":
+            ray.get(serving.ray.remote(endpoint, workload, count, work, args.workers, len(pids)))
+            calls = [c.shared.remote(endpoint, count) for c in consumers]
+        else:
+            calls = [c.tfds.remote(target, count, i) for i, c in enumerate(consumers)]
+        results = ray.get(calls)
+    wall = time.perf_counter() - started
+    ray.get(serving.stop.remote())
+    created = [
+        _settled(node) - before for node, before in zip(consumer_nodes, created_before, strict=True)
+    ]
+    for actor in [serving, *consumers]:
+        ray.kill(actor)
+    received = sum(r[0] for r in results)
+    rates = [r[0] / r[1] for r in results if r[1] == r[1] and r[1] > 0]
+    cpu = {pid: seconds - baseline.cpu.get(pid, 0.0) for pid, seconds in tree.cpu.items()}
+    by_role = dict.fromkeys(_ROLES, 0.0)
+    for pid, seconds in cpu.items():
+        if _descends(tree, pid, pids):
+            by_role["consumers"] += seconds
+        elif _descends(tree, pid, {producer_pid}):
+            by_role["producer"] += seconds
+        else:
+            by_role["ray_system"] += seconds
+    batch_bytes = BATCH * 3 * 224 * 224 if workload == "images" else BATCH * 3 * 32 * 32 * 4
+    copies = (
+        [bytes_ / (count * batch_bytes) for bytes_ in created]
+        if mode == "ray"
+        else [float(per_node)] * nodes
+        if mode == "tfdata_service"
+        else [0.0] * nodes
+    )
+    return {
+        "workload": workload,
+        "mode": mode,
+        "nodes": nodes,
+        "consumers_per_node": per_node,
+        "consumers": nodes * per_node,
+        "consumers_finished": sum(r[0] == count for r in results),
+        "per_consumer_batches_per_s": statistics.median(rates) if rates else float("nan"),
+        "slowest_batches_per_s": min(rates) if rates else float("nan"),
+        "cpu_ms_per_batch": 1000 * sum(cpu.values()) / max(received, 1),
+        **{f"cpu_ms_per_batch_{role}": 1000 * s / max(received, 1) for role, s in by_role.items()},
+        "copies_per_node_per_batch": statistics.mean(copies),
+        "copies_counted_by": "ray" if mode == "ray" else "design",
+        "wall_s": wall,
+        "batches": count,
+        "workers": args.workers,
+    }
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (workload, layout, mode) trial, on one cluster of four consumer nodes."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    work = calibrate_work()
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    cluster = _cluster(max(nodes for nodes, _ in args.layouts), temp)
+    ray.init(address=cluster.address, log_to_driver=False)
+    rows = []
+    try:
+        for workload in args.workloads:
+            for layout in args.layouts:
+                for mode in args.modes:
+                    if mode == "tfdata_service" and workload != "images":
+                        continue
+                    row = trial(cluster, mode, workload, layout, args, work)
+                    row["machine"] = machine_note()
+                    rows.append(row)
+                    print(
+                        f"{workload} {layout} {mode}: "
+                        f"{row['per_consumer_batches_per_s']:.1f} batches/s per consumer, "
+                        f"{row['cpu_ms_per_batch']:.1f} CPU ms/batch, "
+                        f"{row['copies_per_node_per_batch']:.2f} copies/node",
+                        flush=True,
+                    )
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+    return rows
+
+
+def _layout(text: str) -> tuple[int, int]:
+    try:
+        nodes, per_node = (int(part) for part in text.split("x"))
+    except ValueError:
+        message = f"a layout is NODESxPER_NODE, e.g. 2x2; got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+    if nodes < 1 or per_node < 1:
+        raise argparse.ArgumentTypeError(f"a layout's numbers must be >= 1, got {text!r}")
+    return nodes, per_node
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Run the benchmark from the command line; write ``--out``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sharing_ray",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", required=True, help="CSV to write")
+    parser.add_argument(
+        "--workloads", nargs="+", choices=("images", "cpu"), default=["images", "cpu"]
+    )
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--layouts", nargs="+", type=_layout, default=list(LAYOUTS),
+        help="NODESxPER_NODE each (default: 1x4 2x2 4x1)",
+    )  # fmt: skip
+    parser.add_argument("--batches", type=int, default=100, help="batches each consumer reads")
+    parser.add_argument("--workers", type=int, default=2, help="loader workers per loader")
+    args = parser.parse_args(argv)
+    if args.batches < 2:
+        parser.error(f"argument --batches: must be >= 2, got {args.batches}")
+    if args.workers < 0:
+        parser.error(f"argument --workers: must be >= 0, got {args.workers}")
+    rows = run(args)
+    write_csv(rows, args.out)
+    print_table(
+        rows,
+        ["workload", "mode", "nodes", "consumers_per_node", "per_consumer_batches_per_s",
+         "cpu_ms_per_batch", "copies_per_node_per_batch"],
+    )  # fmt: skip
+    return rows
+
+
+if __name__ == "__main__":
+    main()
