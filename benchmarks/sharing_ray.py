@@ -96,6 +96,9 @@ def _actors() -> tuple[Any, Any]:
         def pid(self) -> int:
             return os.getpid()
 
+        def node(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
         def read(self, batches: Iterator[Any], count: int) -> tuple[int, float]:
             first = last = None
             received = 0
@@ -186,20 +189,6 @@ def _created(node: Any) -> int:
     return stats.store_stats.cumulative_created_bytes
 
 
-def _settled(node: Any, timeout_s: float = 10.0) -> int:
-    """`_created` once two readings 1 s apart agree (the raylet reports its store's counters
-    with a delay)."""
-    deadline = time.monotonic() + timeout_s
-    last = _created(node)
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        now = _created(node)
-        if now == last:
-            return now
-        last = now
-    return last
-
-
 def _descends(tree: TreeCpu, pid: int, roots: set[int]) -> bool:
     while pid in tree.parents:
         if pid in roots:
@@ -228,7 +217,11 @@ def trial(
     producer_pid = ray.get(serving.pid.remote())
     endpoint = f"ray:bench-{os.getpid()}-{time.monotonic_ns()}"
     target = ray.get(serving.tfds.remote()) if mode == "tfdata_service" else None
-    consumer_nodes = cluster.list_all_nodes()[1 : 1 + nodes]
+    # The nodes the consumers run on, by id (the cluster's list has no set order).
+    by_id = {node.node_id: node for node in cluster.list_all_nodes()}
+    placed = dict.fromkeys(ray.get([c.node.remote() for c in consumers]))
+    consumer_nodes = [by_id[node_id] for node_id in placed]
+    assert len(consumer_nodes) == nodes, "consumers were not placed one node group each"
     created_before = [_created(node) for node in consumer_nodes]
     baseline = TreeCpu(os.getpid())
     baseline.sample()
@@ -245,7 +238,7 @@ def trial(
     wall = time.perf_counter() - started
     ray.get(serving.stop.remote())
     created = [
-        _settled(node) - before for node, before in zip(consumer_nodes, created_before, strict=True)
+        _created(node) - before for node, before in zip(consumer_nodes, created_before, strict=True)
     ]
     for actor in [serving, *consumers]:
         ray.kill(actor)

@@ -82,7 +82,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _POLL_S = 0.25  # longest a hub call waits before it answers "nothing yet" (a heartbeat too)
 _GONE_S = 2.0  # a hub that answers no call (each answers within _POLL_S) for this long is gone
 _TELL_S = 5.0  # how long close waits for consumers to learn the stream's end
-_READ_S = _GONE_S + 2  # longest a batch's read may take
+_READ_S = 1.0  # a batch's read checks the producer's hub this often while it waits
 _AHEAD = 2  # batches a consumer starts pulling before it needs them
 _GRACE_S = 1e-4  # EchoOnStall's grace, as the local consumer's
 
@@ -918,14 +918,13 @@ class RayConsumer(Consumer):
         if kind == "batch":
             for seq, ref in message.get("ahead", ()):  # start pulling what comes next
                 if seq not in self._fetched and len(self._fetched) <= _AHEAD:
-                    self._fetched[seq] = self._fetcher.submit(ray.get, ref[0], timeout=_READ_S)
+                    self._fetched[seq] = self._fetcher.submit(ray.get, ref[0])
             fetched = self._fetched.pop(message["seq"], None)
+            if fetched is None:
+                fetched = self._fetcher.submit(ray.get, message["ref"][0])
             try:
-                if fetched is None:
-                    stored = ray.get(message["ref"][0], timeout=_READ_S)
-                else:
-                    stored = fetched.result()
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as error:
+                stored = self._read(fetched)
+            except ray.exceptions.RayError as error:
                 raise ProducerGone(
                     f"the producer at {self.endpoint} is gone: its batch {message['seq']} "
                     f"cannot be read ({type(error).__name__})"
@@ -935,6 +934,15 @@ class RayConsumer(Consumer):
 
     def _batch(self, message: dict) -> Any:
         return message["batch"]
+
+    def _read(self, fetched: concurrent.futures.Future) -> Any:
+        """A batch's value, however long its transfer takes while the producer lives; a gone
+        hub (checked every `_READ_S`) is `ProducerGone`."""
+        while True:
+            try:
+                return fetched.result(timeout=_READ_S)
+            except concurrent.futures.TimeoutError:
+                self._call(self._hub.beat.remote(self.consumer_id), "a batch's transfer")
 
     def _ready(self) -> bool:
         """Whether the next entry is here (its batch on this node) within the grace."""
