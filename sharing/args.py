@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["check_int"]
+import inspect
+
+__all__ = ["check_int", "signature_of_init"]
+
+
+def signature_of_init(cls: type) -> type:
+    """Give ``cls`` its ``__init__``'s signature (without ``self``), which ``inspect`` would
+    otherwise take from a ``__new__(cls, *args, **kwargs)`` that picks a backend; returns
+    ``cls`` (a class decorator)."""
+    init = inspect.signature(cls.__init__)
+    cls.__signature__ = init.replace(parameters=list(init.parameters.values())[1:])
+    return cls
 
 
 def check_int(

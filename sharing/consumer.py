@@ -11,7 +11,7 @@ from typing import Any
 
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
-from sharing.args import check_int
+from sharing.args import check_int, signature_of_init
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
 from sharing.layout import first_dim, map_storages, rebuild
 from sharing.protocol import LATE_JOIN_MODES
@@ -24,6 +24,7 @@ _POLL_S = 0.25
 _GRACE_S = 1e-4  # how long a stall must last before a batch is echoed (EchoOnStall's)
 
 
+@signature_of_init
 class Consumer:
     """Receive a producer's batches; each ``for`` loop over the consumer is one epoch.
 
@@ -87,9 +88,8 @@ class Consumer:
 
     def __new__(cls, endpoint: str, *args: Any, **kwargs: Any) -> Consumer:
         # ``ray:NAME``: the Ray backend's consumer (its __init__ then runs with these args)
-        if cls is Consumer and endpoints.is_ray_endpoint(endpoint):
-            return object.__new__(endpoints.ray_backend().RayConsumer)
-        return object.__new__(cls)
+        backend = endpoints.backend_class(endpoint, "CONSUMER")
+        return object.__new__(backend if cls is Consumer and backend is not None else cls)
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import os
 import secrets
 import socket
@@ -38,21 +39,32 @@ def is_ray_endpoint(endpoint: object) -> bool:
     return isinstance(endpoint, str) and endpoint.startswith(RAY_SCHEME)
 
 
-def ray_backend() -> Any:
-    """The `sharing.ray_backend` module, imported on first use of a ``ray:`` endpoint.
+BACKENDS = {RAY_SCHEME: "sharing.ray_backend"}
+"""Endpoint prefix -> the module of the backend that serves it, imported on first use of such
+an endpoint (so its dependencies are needed only then); the module names its classes
+``PRODUCER`` and ``CONSUMER`` (as fsspec's registry names its filesystems by path)."""
+
+
+def backend_class(endpoint: object, role: str) -> Any:
+    """The class that serves ``endpoint`` in ``role`` (``PRODUCER`` or ``CONSUMER``), or None
+    for a local endpoint.
 
     Raises:
-        ImportError: ray is not installed (the message says how to install it).
+        ImportError: The backend's dependency is not installed (the message says how).
     """
-    try:
-        from sharing import ray_backend
-    except ImportError as error:
-        if error.name != "ray":
-            raise
-        raise ImportError(
-            "a ray: endpoint needs ray: pip install 'ray>=2.60' (the project's ray extra)"
-        ) from error
-    return ray_backend
+    for prefix, module in BACKENDS.items():
+        if isinstance(endpoint, str) and endpoint.startswith(prefix):
+            try:
+                loaded = importlib.import_module(module)
+            except ImportError as error:
+                if error.name != "ray":
+                    raise
+                raise ImportError(
+                    f"a {prefix} endpoint needs ray: pip install 'ray>=2.60' (the project's "
+                    "ray extra)"
+                ) from error
+            return getattr(loaded, role)
+    return None
 
 
 def default_endpoint() -> str:

@@ -19,7 +19,7 @@ import torch
 
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
-from sharing.args import check_int
+from sharing.args import check_int, signature_of_init
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
@@ -57,6 +57,7 @@ def _accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
     return accepting
 
 
+@signature_of_init
 class Producer:
     """Serve the batches of ``loader`` to every `Consumer` connected to ``endpoint``.
 
@@ -122,9 +123,8 @@ class Producer:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Producer:
         # endpoint="ray:NAME": the Ray backend's producer (its __init__ then runs with these)
-        if cls is Producer and endpoints.is_ray_endpoint(kwargs.get("endpoint")):
-            return object.__new__(endpoints.ray_backend().RayProducer)
-        return object.__new__(cls)
+        backend = endpoints.backend_class(kwargs.get("endpoint"), "PRODUCER")
+        return object.__new__(backend if cls is Producer and backend is not None else cls)
 
     @_accepting_former_names
     def __init__(

@@ -55,7 +55,7 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sharing import lifetime, policy, protocol
-from sharing.args import check_int
+from sharing.args import check_int, signature_of_init
 from sharing.consumer import Consumer, _refusal_error
 from sharing.endpoint import RAY_SCHEME as SCHEME
 from sharing.endpoint import is_ray_endpoint
@@ -560,6 +560,7 @@ _RemoteHub = ray.remote(num_cpus=0, max_concurrency=10_000)(_Hub)
 # ---------------------------------------------------------------------- producer
 
 
+@signature_of_init
 class RayProducer(Producer):
     """`Producer` over Ray's object store; ``Producer(loader, endpoint="ray:NAME")`` makes
     one. Arguments and guarantees are `Producer`'s, with ``device`` not taken (CPU batches
@@ -811,6 +812,7 @@ class RayProducer(Producer):
 # ---------------------------------------------------------------------- consumer
 
 
+@signature_of_init
 class RayConsumer(Consumer):
     """`Consumer` of a Ray producer; ``Consumer("ray:NAME")`` makes one, in any process of
     the cluster. Arguments and attributes are `Consumer`'s, and:
@@ -1016,3 +1018,9 @@ def _find_hub(name: str, endpoint: str, timeout_s: float) -> Any:
                     f"no producer at {endpoint} in this Ray cluster (waited {timeout_s:g} s)"
                 ) from None
             time.sleep(0.05)
+
+
+PRODUCER = RayProducer
+"""This backend's producer class (`sharing.endpoint.BACKENDS`)."""
+CONSUMER = RayConsumer
+"""This backend's consumer class (`sharing.endpoint.BACKENDS`)."""

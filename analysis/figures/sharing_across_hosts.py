@@ -86,11 +86,12 @@ def sharing_across_hosts(sheet: Sheet) -> Figure:
             axis.set_ylabel(label)
             if row == 0:
                 axis.set_title(workload)
-            if row == len(_ROWS) - 1:
-                axis.set_xlabel("consumer nodes x consumers per node")
+            axis.set_xlabel("consumer nodes x consumers per node")
         _place_paper(sheet, axes[0, column], workload, rows.sort_values("nodes")["nodes"])
     if not workloads:
         sheet.no_data(axes[0, 0])
+        for axis in axes.flat:
+            axis.set_xlabel("consumer nodes x consumers per node")
     return drawing
 
 
