@@ -4,7 +4,40 @@ from __future__ import annotations
 
 import inspect
 
-__all__ = ["check_int", "signature_of_init"]
+from sharing.protocol import LATE_JOIN_MODES
+
+__all__ = ["check_consumer", "check_int", "check_stream", "signature_of_init"]
+
+
+def check_stream(
+    epochs: object, max_lag: object, replay_batches: object, replay_bytes: object,
+    consumers: object, join_grace_s: object,
+) -> None:  # fmt: skip
+    """Validate the stream arguments every producer takes (`sharing.Producer`'s).
+
+    Raises:
+        ValueError: One is invalid; the message names it.
+    """
+    check_int(epochs, "epochs", minimum=1, allow_none=True)
+    check_int(max_lag, "max_lag", minimum=1)
+    check_int(replay_batches, "replay_batches", allow_none=True)
+    check_int(replay_bytes, "replay_bytes")
+    check_int(consumers, "consumers", minimum=1)
+    valid = isinstance(join_grace_s, (int, float)) and not isinstance(join_grace_s, bool)
+    if not valid or not 0 <= join_grace_s < float("inf"):  # type: ignore[operator]
+        raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
+
+
+def check_consumer(batch_size: object, late_join: object, echo_on_stall: object) -> None:
+    """Validate the arguments every consumer takes (`sharing.Consumer`'s).
+
+    Raises:
+        ValueError: One is invalid; the message names it and, for ``late_join``, the valid.
+    """
+    check_int(batch_size, "batch_size", minimum=1, allow_none=True)
+    check_int(echo_on_stall, "echo_on_stall", minimum=1)
+    if late_join not in LATE_JOIN_MODES:
+        raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
 
 
 def signature_of_init(cls: type) -> type:

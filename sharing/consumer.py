@@ -11,10 +11,9 @@ from typing import Any
 
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
-from sharing.args import check_int, signature_of_init
+from sharing.args import check_consumer, signature_of_init
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
 from sharing.layout import first_dim, map_storages, rebuild
-from sharing.protocol import LATE_JOIN_MODES
 from sharing.recut import recut
 from sharing.segment_views import SegmentViews
 
@@ -101,10 +100,7 @@ class Consumer:
         timeout_s: float | None = None,
         echo_on_stall: int = 1,
     ) -> None:
-        check_int(batch_size, "batch_size", minimum=1, allow_none=True)
-        check_int(echo_on_stall, "echo_on_stall", minimum=1)
-        if late_join not in LATE_JOIN_MODES:
-            raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
+        check_consumer(batch_size, late_join, echo_on_stall)
         endpoints.parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall = echo_on_stall

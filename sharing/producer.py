@@ -19,7 +19,7 @@ import torch
 
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
-from sharing.args import check_int, signature_of_init
+from sharing.args import check_stream, signature_of_init
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
@@ -141,13 +141,7 @@ class Producer:
         device: str | torch.device | None = None,
         log_every_s: float = 30.0,
     ) -> None:
-        check_int(epochs, "epochs", minimum=1, allow_none=True)
-        check_int(max_lag, "max_lag", minimum=1)
-        check_int(replay_batches, "replay_batches", allow_none=True)
-        check_int(replay_bytes, "replay_bytes")
-        check_int(consumers, "consumers", minimum=1)
-        if not isinstance(join_grace_s, (int, float)) or not 0 <= join_grace_s < math.inf:
-            raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
+        check_stream(epochs, max_lag, replay_batches, replay_bytes, consumers, join_grace_s)
         if not hasattr(loader, "__iter__"):
             raise ValueError(f"loader must be an iterable of batches, got {type(loader).__name__}")
         self.loader = loader

@@ -55,7 +55,7 @@ import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sharing import lifetime, policy, protocol
-from sharing.args import check_int, signature_of_init
+from sharing.args import check_consumer, check_int, check_stream, signature_of_init
 from sharing.consumer import Consumer, _refusal_error
 from sharing.endpoint import RAY_SCHEME as SCHEME
 from sharing.endpoint import is_ray_endpoint
@@ -588,16 +588,9 @@ class RayProducer(Producer):
         lease_s: float = 1.0,
         log_every_s: float = 30.0,
     ) -> None:
-        check_int(epochs, "epochs", minimum=1, allow_none=True)
-        check_int(max_lag, "max_lag", minimum=1)
-        check_int(replay_batches, "replay_batches", allow_none=True)
-        check_int(replay_bytes, "replay_bytes")
-        check_int(consumers, "consumers", minimum=1)
+        check_stream(epochs, max_lag, replay_batches, replay_bytes, consumers, join_grace_s)
         check_int(max_bytes, "max_bytes", minimum=1, allow_none=True)
-        for name, value in (("join_grace_s", join_grace_s), ("lease_s", lease_s)):
-            if not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if lease_s <= 0:
+        if not isinstance(lease_s, (int, float)) or not 0 < lease_s < float("inf"):
             raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
         self.endpoint = endpoint if endpoint is not None else default_endpoint()
         name = parse(self.endpoint)
@@ -833,10 +826,7 @@ class RayConsumer(Consumer):
         echo_on_stall: int = 1,
         copy: bool = False,
     ) -> None:
-        check_int(batch_size, "batch_size", minimum=1, allow_none=True)
-        check_int(echo_on_stall, "echo_on_stall", minimum=1)
-        if late_join not in protocol.LATE_JOIN_MODES:
-            raise ValueError(f"late_join={late_join!r}; valid: {list(protocol.LATE_JOIN_MODES)}")
+        check_consumer(batch_size, late_join, echo_on_stall)
         name = parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall, self.copy = echo_on_stall, copy
