@@ -45,7 +45,13 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import machine_note, print_table, write_csv
+from benchmarks.common import (
+    add_schema_options,
+    check_schema_options,
+    machine_note,
+    print_table,
+    write_csv,
+)
 from benchmarks.sharing import (
     BATCH,
     calibrate_work,
@@ -314,13 +320,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _layout(text: str) -> tuple[int, int]:
-    try:
-        nodes, per_node = (int(part) for part in text.split("x"))
-    except ValueError:
-        message = f"a layout is NODESxPER_NODE, e.g. 2x2; got {text!r}"
-        raise argparse.ArgumentTypeError(message) from None
-    if nodes < 1 or per_node < 1:
-        raise argparse.ArgumentTypeError(f"a layout's numbers must be >= 1, got {text!r}")
+    """``(nodes, per node)`` of a layout the schema checked (``NODESxPER_NODE``)."""
+    nodes, per_node = (int(part) for part in text.split("x"))
     return nodes, per_node
 
 
@@ -332,21 +333,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, help="CSV to write")
-    parser.add_argument(
-        "--workloads", nargs="+", choices=("images", "cpu"), default=["images", "cpu"]
-    )
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument(
-        "--layouts", nargs="+", type=_layout, default=list(LAYOUTS),
-        help="NODESxPER_NODE each (default: 1x4 2x2 4x1)",
-    )  # fmt: skip
-    parser.add_argument("--batches", type=int, default=100, help="batches each consumer reads")
-    parser.add_argument("--workers", type=int, default=2, help="loader workers per loader")
+    add_schema_options(parser, "sharing_ray")
     args = parser.parse_args(argv)
-    if args.batches < 2:
-        parser.error(f"argument --batches: must be >= 2, got {args.batches}")
-    if args.workers < 0:
-        parser.error(f"argument --workers: must be >= 0, got {args.workers}")
+    options = {key: value for key, value in vars(args).items() if key != "out"}
+    try:
+        check_schema_options("sharing_ray", options)
+    except ValueError as error:
+        parser.error(str(error))
+    args.layouts = [_layout(text) for text in args.layouts]
     rows = run(args)
     write_csv(rows, args.out)
     print_table(

@@ -33,4 +33,4 @@ def test_a_tiny_run_writes_one_row_per_trial_and_counts_one_copy_per_node(tmp_pa
 def test_bad_layouts_are_refused_with_the_form(capsys):
     with pytest.raises(SystemExit):
         sharing_ray.main(["--out", "x.csv", "--layouts", "2by2"])
-    assert "a layout is NODESxPER_NODE" in capsys.readouterr().err
+    assert "sharing_ray.layouts" in capsys.readouterr().err

@@ -25,3 +25,19 @@ rule echo_speedup:
         "../envs/suite.yaml"
     shell:
         "{params.python} -m benchmarks.echo_speedup {params.flags} --out {output} > {log} 2>&1"
+
+
+rule sharing_ray_benchmark:
+    """Loading shared across simulated hosts through Ray (figure sharing_across_hosts)."""
+    output:
+        SHARING_RAY_CSV,
+    log:
+        f"{OUT}/logs/sharing_ray.log",
+    params:
+        python=PYTHON,
+        flags=flags("sharing_ray"),
+    threads: ALONE  # a throughput benchmark: it runs alone
+    conda:
+        "../envs/suite.yaml"
+    shell:
+        "{params.python} -m benchmarks.sharing_ray {params.flags} --out {output} > {log} 2>&1"

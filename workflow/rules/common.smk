@@ -51,6 +51,7 @@ def flags(section):
 
 SHARING_CSV = f"{OUT}/benchmarks/shared_loading.csv"
 SPEEDUP_CSV = f"{OUT}/benchmarks/echo_speedup.csv"
+SHARING_RAY_CSV = f"{OUT}/benchmarks/sharing_ray.csv"
 # Where the workflow writes each table a figure can be drawn from (analysis.figures.TABLES
 # names them; a figure's registration says which it needs); a benchmark table is there when
 # the config has the section of the same name.
@@ -59,7 +60,7 @@ TABLES = {
     "curves": f"{OUT}/eval_curves.csv",
     "sharing": SHARING_CSV,
     "echo_speedup": SPEEDUP_CSV,
-    "sharing_ray": f"{OUT}/benchmarks/sharing_ray.csv",  # by hand: python -m benchmarks.sharing_ray
+    "sharing_ray": SHARING_RAY_CSV,
 }
 
 
