@@ -45,7 +45,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,11 @@ __all__ = [
     "run_trial",
     "shared_consumer",
     "shared_producer",
+    "tfds_batches",
     "tfds_consumer",
     "tfds_server",
+    "tfds_start",
+    "touch_pages",
     "trial",
     "ts_consumer",
     "ts_producer",
@@ -181,15 +184,21 @@ def make_loader(dataset: Dataset, workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=BATCH, num_workers=workers, shuffle=False)
 
 
+def touch_pages(batch: Any) -> None:
+    """Read one value per 4 KiB page of ``batch``'s images (its first tensor), so that every
+    page is mapped in."""
+    images = batch[0] if isinstance(batch, (tuple, list)) else batch
+    images.reshape(-1)[::4096].sum().item()
+
+
 def _measure(batches, count: int, report, name: str, per_batch: float = 1.0) -> None:
     """Consume ``count`` batches, touching each (unless not `TOUCH`); report (name, received,
     seconds, ``per_batch``: how many ``BATCH``-example batches one of these counts as, pid)."""
     first = last = None
     received = 0
     for batch in batches:
-        images = batch[0] if isinstance(batch, (tuple, list)) else batch
         if TOUCH:
-            images.reshape(-1)[::4096].sum().item()  # read one value per 4 KiB page
+            touch_pages(batch)
         last = time.perf_counter()
         first = first or last
         received += 1
@@ -330,6 +339,18 @@ def tfds_server(target_queue: Any) -> None:
     Args:
         target_queue (multiprocessing.Queue): Receives the dispatcher's address.
     """
+    _, worker, target = tfds_start()
+    target_queue.put(target)
+    worker.join()
+
+
+def tfds_start() -> tuple[Any, Any, str]:
+    """A tf.data service dispatcher and one worker in this process.
+
+    Returns:
+        tuple: The dispatcher, the worker (both serve while referenced) and the dispatcher's
+        address for trainers.
+    """
     import tensorflow as tf
 
     service = tf.data.experimental.service
@@ -338,20 +359,12 @@ def tfds_server(target_queue: Any) -> None:
     worker = service.WorkerServer(
         service.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%")
     )
-    target_queue.put(dispatcher.target.replace("[::]", "localhost"))
-    worker.join()
+    return dispatcher, worker, dispatcher.target.replace("[::]", "localhost")
 
 
-def tfds_consumer(target: str, count: int, report: Any, name: int) -> None:
-    """A consumer process of mode ``tfdata_service``: reads the shared job through the
-    cross-trainer cache (each trainer sees all data), ``count`` batches measured.
-
-    Args:
-        target (str): The dispatcher's address (`tfds_server`).
-        count (int): Batches to read.
-        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
-        name (int): The consumer's index (its trainer id).
-    """
+def tfds_batches(target: str, name: int) -> Iterator[torch.Tensor]:
+    """The image batches of the shared job at ``target``, read through its cross-trainer
+    cache as trainer ``name`` (each trainer sees all data), as tensors."""
     import tensorflow as tf
 
     service = tf.data.experimental.service
@@ -365,7 +378,20 @@ def tfds_consumer(target: str, count: int, report: Any, name: int) -> None:
         )
     )
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-    _measure((torch.from_numpy(b) for b in shared.as_numpy_iterator()), count, report, name)
+    return (torch.from_numpy(b) for b in shared.as_numpy_iterator())
+
+
+def tfds_consumer(target: str, count: int, report: Any, name: int) -> None:
+    """A consumer process of mode ``tfdata_service``: reads the shared job through the
+    cross-trainer cache (each trainer sees all data), ``count`` batches measured.
+
+    Args:
+        target (str): The dispatcher's address (`tfds_server`).
+        count (int): Batches to read.
+        report (multiprocessing.Queue): Receives ``(name, received, seconds, per_batch, pid)``.
+        name (int): The consumer's index (its trainer id).
+    """
+    _measure(tfds_batches(target, name), count, report, name)
 
 
 # ---------------------------------------------------------------- trials

@@ -39,11 +39,8 @@ import statistics
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-import torch
 
 from benchmarks.common import (
     add_schema_options,
@@ -57,6 +54,9 @@ from benchmarks.sharing import (
     calibrate_work,
     make_dataset,
     make_loader,
+    tfds_batches,
+    tfds_start,
+    touch_pages,
 )
 from experiments.procstat import TreeCpu
 
@@ -69,11 +69,6 @@ MODES: tuple[str, ...] = ("own", "ray", "tfdata_service")
 """The loading modes compared."""
 
 _ROLES = ("consumers", "producer", "ray_system")
-
-
-def _touch(batch: Any) -> None:
-    images = batch[0] if isinstance(batch, (tuple, list)) else batch
-    images.reshape(-1)[::4096].sum().item()  # one value per 4 KiB page
 
 
 def _cluster(nodes: int, temp: str) -> Any:
@@ -109,7 +104,7 @@ def _actors() -> tuple[Any, Any]:
             first = last = None
             received = 0
             for batch in batches:
-                _touch(batch)
+                touch_pages(batch)
                 last = time.perf_counter()
                 first = first or last
                 received += 1
@@ -131,25 +126,7 @@ def _actors() -> tuple[Any, Any]:
                 consumer.leave()
 
         def tfds(self, target: str, count: int, name: int) -> tuple[int, float]:
-            import tensorflow as tf
-
-            service = tf.data.experimental.service
-            source = tf.data.Dataset.from_tensors(tf.zeros([3, 224, 224], tf.uint8))
-            shared = (
-                source.repeat()
-                .batch(BATCH)
-                .apply(
-                    service.distribute(
-                        processing_mode=service.ShardingPolicy.OFF,
-                        service=target,
-                        job_name="shared",
-                        cross_trainer_cache=service.CrossTrainerCache(trainer_id=str(name)),
-                    )
-                )
-            )
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            batches = (torch.from_numpy(b) for b in shared.as_numpy_iterator())
-            return self.read(batches, count)
+            return self.read(tfds_batches(target, name), count)
 
     @ray.remote(num_cpus=0)
     class Serving:
@@ -175,15 +152,8 @@ def _actors() -> tuple[Any, Any]:
                 self.producer.close()
 
         def tfds(self) -> str:
-            import tensorflow as tf
-
-            service = tf.data.experimental.service
-            self.dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
-            address = self.dispatcher.target.split("://")[1]
-            self.worker = service.WorkerServer(
-                service.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%")
-            )
-            return self.dispatcher.target.replace("[::]", "localhost")
+            self.dispatcher, self.worker, target = tfds_start()
+            return target
 
     return Consumer, Serving
 
