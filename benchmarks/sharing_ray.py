@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -60,7 +58,7 @@ from benchmarks.sharing import (
 )
 from experiments.procstat import TreeCpu
 
-__all__ = ["LAYOUTS", "MODES", "main", "run", "trial"]
+__all__ = ["LAYOUTS", "MODES", "cluster_nodes", "main", "run", "serving_actor", "trial"]
 
 LAYOUTS: tuple[tuple[int, int], ...] = ((1, 4), (2, 2), (4, 1))
 """(consumer nodes, consumers per node) of each trial."""
@@ -71,20 +69,51 @@ MODES: tuple[str, ...] = ("own", "ray", "tfdata_service")
 _ROLES = ("consumers", "producer", "ray_system")
 
 
-def _cluster(nodes: int, temp: str) -> Any:
-    """A head node and ``nodes`` consumer nodes (resources ``node0``, ``node1``, ...)."""
-    from ray.cluster_utils import Cluster
+def cluster_nodes(nodes: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`sharing.ray_backend.simulated_cluster`'s arguments: a head node (4 CPUs, a 512 MiB
+    object store) and ``nodes`` consumer nodes (256 MiB stores, resources ``node0``,
+    ``node1``, ...)."""
+    head = {"num_cpus": 4, "object_store_memory": 512 << 20}
+    return head, [
+        {"num_cpus": 8, "resources": {f"node{index}": 100}, "object_store_memory": 256 << 20}
+        for index in range(nodes)
+    ]
 
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 4, "object_store_memory": 512 << 20, "include_dashboard": False,
-            "temp_dir": temp,
-        },
-    )  # fmt: skip
-    for index in range(nodes):
-        cluster.add_node(num_cpus=8, resources={f"node{index}": 100}, object_store_memory=256 << 20)
-    return cluster
+
+def serving_actor() -> Any:
+    """The producer's side, an actor class for the head node: ``ray(...)`` starts a
+    `sharing.Producer` on a ``ray:`` endpoint over `make_loader`'s loader, ``tfds()`` a tf.data
+    service (its target), ``stop()`` stops either."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Serving:
+        """The producer's side, on the head node: a ray producer or a tf.data service."""
+
+        def pid(self) -> int:
+            return os.getpid()
+
+        def ray(
+            self, endpoint: str, workload: str, count: int, work: int, workers: int, n: int
+        ) -> None:
+            from sharing import Producer
+
+            loader = make_loader(make_dataset(workload, count, work), workers)
+            self.producer = Producer(loader, endpoint=endpoint, epochs=1, consumers=n)
+            self.thread = threading.Thread(target=self.producer.serve, daemon=True)
+            self.thread.start()
+
+        def stop(self) -> None:
+            if hasattr(self, "producer"):
+                self.producer.stop()
+                self.thread.join(timeout=30)
+                self.producer.close()
+
+        def tfds(self) -> str:
+            self.dispatcher, self.worker, target = tfds_start()
+            return target
+
+    return Serving
 
 
 def _actors() -> tuple[Any, Any]:
@@ -128,34 +157,7 @@ def _actors() -> tuple[Any, Any]:
         def tfds(self, target: str, count: int, name: int) -> tuple[int, float]:
             return self.read(tfds_batches(target, name), count)
 
-    @ray.remote(num_cpus=0)
-    class Serving:
-        """The producer's side, on the head node: a ray producer or a tf.data service."""
-
-        def pid(self) -> int:
-            return os.getpid()
-
-        def ray(
-            self, endpoint: str, workload: str, count: int, work: int, workers: int, n: int
-        ) -> None:
-            from sharing import Producer
-
-            loader = make_loader(make_dataset(workload, count, work), workers)
-            self.producer = Producer(loader, endpoint=endpoint, epochs=1, consumers=n)
-            self.thread = threading.Thread(target=self.producer.serve, daemon=True)
-            self.thread.start()
-
-        def stop(self) -> None:
-            if hasattr(self, "producer"):
-                self.producer.stop()
-                self.thread.join(timeout=30)
-                self.producer.close()
-
-        def tfds(self) -> str:
-            self.dispatcher, self.worker, target = tfds_start()
-            return target
-
-    return Consumer, Serving
+    return Consumer, serving_actor()
 
 
 def _created(node: Any) -> int:
@@ -258,15 +260,11 @@ def trial(
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every (workload, layout, mode) trial, on one cluster of four consumer nodes."""
-    import ray
+    from sharing.ray_backend import simulated_cluster
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     work = calibrate_work()
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    cluster = _cluster(max(nodes for nodes, _ in args.layouts), temp)
-    ray.init(address=cluster.address, log_to_driver=False)
     rows = []
-    try:
+    with simulated_cluster(*cluster_nodes(max(nodes for nodes, _ in args.layouts))) as cluster:
         for workload in args.workloads:
             for layout in args.layouts:
                 for mode in args.modes:
@@ -282,10 +280,6 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         f"{row['copies_per_node_per_batch']:.2f} copies/node",
                         flush=True,
                     )
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
     return rows
 
 

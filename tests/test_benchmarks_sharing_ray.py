@@ -34,3 +34,31 @@ def test_bad_layouts_are_refused_with_the_form(capsys):
     with pytest.raises(SystemExit):
         sharing_ray.main(["--out", "x.csv", "--layouts", "2by2"])
     assert "sharing_ray.layouts" in capsys.readouterr().err
+
+
+def test_echo_on_stall_over_ray_lets_the_fast_consumer_train_while_the_slow_one_gets_all(
+    tmp_path,
+):
+    import os
+    from pathlib import Path
+
+    from benchmarks import sharing_echo
+
+    before = set(os.listdir("/tmp"))
+    rows = sharing_echo.main([
+        "--out", str(tmp_path / "echo.csv"), "--backends", "ray", "--batches", "12",
+        "--factors", "1", "4", "--slow-ms", "60", "--fast-ms", "1",
+    ])  # fmt: skip
+    by = {(row["fast_echo_on_stall"], row["consumer"]): row for row in rows}
+    fresh = 12 * sharing_echo.BATCH
+    # Every consumer trained on every fresh example once, echo or not.
+    assert {row["fresh_examples"] for row in rows} == {fresh}
+    assert by[1, "fast"]["echoed_examples"] == 0 and by[4, "slow"]["echoed_examples"] == 0
+    # With echo, the fast one trained on more steps, at most 4 uses of each fresh batch.
+    fast = by[4, "fast"]
+    assert (
+        fast["steps"] > 12 and fast["echoed_examples"] == (fast["steps"] - 12) * sharing_echo.BATCH
+    )
+    assert fast["steps"] <= 4 * 12
+    # Ray's files went into a directory of their own, removed with the cluster.
+    assert set(os.listdir("/tmp")) - before == set() and not Path("/tmp/ray").exists()

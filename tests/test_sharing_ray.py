@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ from ray._private.internal_api import node_stats  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from sharing import Producer, ProducerGone, SharingError  # noqa: E402
-from sharing.ray_backend import RayProducer  # noqa: E402
+from sharing.ray_backend import RayProducer, simulated_cluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,23 +40,10 @@ def batches(count: int, width: int = 2) -> list[torch.Tensor]:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A head node (where the tests' producers run) and a node ``b`` for consumers."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 2, "object_store_memory": 100 << 20, "include_dashboard": False,
-            "temp_dir": temp,
-        },
-    )  # fmt: skip
-    made.add_node(num_cpus=4, resources={"b": 100}, object_store_memory=80 << 20)
-    ray.init(address=made.address, log_to_driver=False)
-    try:
+    head = {"num_cpus": 2, "object_store_memory": 100 << 20}
+    node = {"num_cpus": 4, "resources": {"b": 100}, "object_store_memory": 80 << 20}
+    with simulated_cluster(head, [node]) as made:
         yield made
-    finally:
-        ray.shutdown()
-        made.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 @ray.remote(num_cpus=0)
