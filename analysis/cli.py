@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis._io import atomic_write
+from analysis._io import atomic_write, require_columns
 from analysis.compare import compare_record_dirs
 from analysis.records import aggregate, read_runs, write_tables
 from analysis.reference import load_reference
@@ -176,12 +176,21 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     cost = commands.add_parser(
         "cost", help="seconds per run and the whole study's estimate, per study and workload"
     )
-    cost.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    cost.add_argument(
+        "--runs", help="runs CSV (from aggregate) of the records landed; default: none yet"
+    )
     cost.add_argument(
         "--configfile", nargs="+", help="the study's config files, for the runs still planned"
     )
     cost.add_argument(
-        "--prior", help="another runs CSV whose per-workload cost stands in where none landed"
+        "--prior",
+        help="another runs CSV whose runs' cost, per condition, else per workload, stands in "
+        "where none landed (e.g. an earlier protocol's)",
+    )
+    cost.add_argument(
+        "--budget-core-hours",
+        type=float,
+        help="say whether the whole study's estimate fits in this many core-hours",
     )
     cost.add_argument(
         "--by",
@@ -189,6 +198,23 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default="part",
         help="one row per study and workload (default) or per condition",
     )
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="each claim rule's false-positive rate (outcomes permuted) and power (searches "
+        "resampled), from a study's own records",
+    )
+    calibrate.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    calibrate.add_argument(
+        "--configfile", nargs="+", help="the study's config (its planned workloads)"
+    )
+    calibrate.add_argument(
+        "--permutations", type=int, default=200, help="null tables (default 200)"
+    )
+    calibrate.add_argument(
+        "--resamples", type=int, default=200, help="resampled tables for the power (default 200)"
+    )
+    calibrate.add_argument("--seed", type=int, default=0, help="seed of both draws (default 0)")
+    calibrate.add_argument("--out", required=True, help="CSV to write, one row per claim part")
     resolution = commands.add_parser(
         "resolution",
         help="per study and workload: the crossing's step against the tuned baseline's "
@@ -232,6 +258,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "figure": figure,
         "summary": summary,
         "claims": claims,
+        "calibrate": calibrate,
         "cost": cost,
         "resolution": resolution,
         "readme": readme,
@@ -313,24 +340,54 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         reference = load_reference(_existing(parser, "--reference", args.reference))
     if not args.out.lower().endswith(".csv"):
         parser.error(f"--out must end in .csv, got {args.out!r}")
-    planned = None
-    if args.configfile:
-        from experiments.study import load_config, plan
-
-        studies = plan(
-            load_config(*[_existing(parser, "--configfile", f) for f in args.configfile])
-        )
-        planned = {
-            name: sorted({studies.runs[path].spec.workload for path in paths})
-            for name, paths in studies.studies.items()
-        }
-    table = claims_table(runs, reference, planned)
+    table = claims_table(runs, reference, _planned_workloads(parser, args.configfile))
     text = markdown(table)
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     notes = Path(args.out).with_suffix(".md")
     atomic_write(notes, lambda temporary: temporary.write_text(text))
     print(f"wrote {args.out} and {notes} ({len(table)} claims)")
     print(text, end="")
+
+
+def _planned_workloads(
+    parser: argparse.ArgumentParser, configfile: list[str] | None
+) -> dict[str, list[str]] | None:
+    """Study -> the workloads its config plans (None without ``--configfile``)."""
+    if not configfile:
+        return None
+    from experiments.study import load_config, plan
+
+    studies = plan(load_config(*[_existing(parser, "--configfile", f) for f in configfile]))
+    return {
+        name: sorted({studies.runs[path].spec.workload for path in paths})
+        for name, paths in studies.studies.items()
+    }
+
+
+def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.calibration import GOAL, calibrate
+
+    runs = read_runs(_existing(parser, "--runs", args.runs))
+    if not args.out.lower().endswith(".csv"):
+        parser.error(f"--out must end in .csv, got {args.out!r}")
+    for name in ("permutations", "resamples"):
+        if getattr(args, name) < (1 if name == "permutations" else 0):
+            parser.error(f"--{name} must be >= {1 if name == 'permutations' else 0}")
+    table = calibrate(
+        runs,
+        _planned_workloads(parser, args.configfile),
+        permutations=args.permutations,
+        resamples=args.resamples,
+        seed=args.seed,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
+    print(markdown_table(table))
+    over = table[~table["meets_goal"]]
+    print(
+        f"\n{len(table) - len(over)} of {len(table)} claim parts read 'reproduced' on at most "
+        f"{GOAL:.0%} of {args.permutations} null tables; table: {args.out}"
+    )
 
 
 GENERATED = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
@@ -366,7 +423,7 @@ def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     from analysis.protocol import CONDITION, PART, study_cost
 
-    runs = read_runs(_existing(parser, "--runs", args.runs))
+    runs = None if args.runs is None else read_runs(_existing(parser, "--runs", args.runs))
     by = CONDITION if args.by == "condition" else PART
     planned, unique = None, None
     if args.configfile:
@@ -382,23 +439,47 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 row = {"study": name, "record": path, "workload": spec.workload}
                 row.update(echo_point=spec.echo_point, echo_factor=spec.echo_factor)
                 row.update(shuffle_buffer=spec.shuffle_buffer)
-                row["batch_size"] = "default" if spec.batch_size is None else spec.batch_size
+                # as the runs table has it (resolved), so that the prior's conditions match
+                row["batch_size"] = spec.batch_size or _default_batch(spec.workload, spec.scale)
                 rows.append(row)
-        planned = pd.DataFrame(rows)[["study", "record", *by[1:]]]
+        planned = pd.DataFrame(rows)
         unique = len(studies.runs)
-    elif args.by == "condition":
-        parser.error("--by condition needs --configfile (the planned conditions)")
-    prior = None if args.prior is None else read_runs(_existing(parser, "--prior", args.prior))
-    table = study_cost(runs, planned, prior, by)
+    elif args.by == "condition" or runs is None:
+        parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
+    prior = None
+    if args.prior is not None:  # another study's: only its cost columns are read
+        prior = pd.read_csv(_existing(parser, "--prior", args.prior))
+        require_columns(prior, ["record", "workload", "total_s"], args.prior)
+    try:
+        table = study_cost(runs, planned, prior, by)
+    except ValueError as error:
+        parser.error(str(error))
     print(markdown_table(table))
-    once = runs.drop_duplicates("record")
-    print(
-        f"\n{len(once)} records landed, {once['total_s'].sum() / 3600:.2f} core-hours "
-        f"({once['total_s'].mean():.0f} s per run on one core)"
-    )
+    once = runs.drop_duplicates("record") if runs is not None else pd.DataFrame({"total_s": []})
+    if len(once):
+        print(
+            f"\n{len(once)} records landed, {once['total_s'].sum() / 3600:.2f} core-hours "
+            f"({once['total_s'].mean():.0f} s per run on one core)"
+        )
+    else:
+        print("\nno records landed yet")
     if unique is not None:
         left = (table["estimate_s"] - table["landed_s"].fillna(0)).sum()
         print(remaining_line(unique, len(once), left))
+    if args.budget_core_hours is not None:
+        once_each = planned.drop_duplicates("record") if planned is not None else None
+        total = study_cost(runs, once_each, prior)["estimate_s"].sum() / 3600
+        fits = "within" if total <= args.budget_core_hours else "OVER"
+        print(
+            f"estimate {total:.1f} core-hours for the whole study: {fits} the budget of "
+            f"{args.budget_core_hours:g} core-hours"
+        )
+
+
+def _default_batch(workload: str, scale: str) -> int:
+    from experiments import registry
+
+    return registry.defaults(workload, scale).hparams["batch_size"]
 
 
 def remaining_line(planned: int, landed: int, left_s: float) -> str:
@@ -408,10 +489,9 @@ def remaining_line(planned: int, landed: int, left_s: float) -> str:
     if landed >= planned:
         return f"{line}; every one has landed"
     return (
-        f"{line}; the remaining {planned - landed} at the groups' mean cost: about "
+        f"{line}; the remaining {planned - landed} at their conditions' mean cost: about "
         f"{left_s / 3600:.1f} core-hours (an estimate: a run two studies share counts in both; "
-        "a group with nothing landed takes its workload's mean, though higher echo factors "
-        "train more steps)"
+        "a condition with nothing landed takes the prior's, else its workload's mean)"
     )
 
 
@@ -495,6 +575,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "figure": _figure,
         "summary": _summary,
         "claims": _claims,
+        "calibrate": _calibrate,
         "cost": _cost,
         "resolution": _resolution,
         "readme": _readme,

@@ -182,7 +182,7 @@ COST_COLUMNS = [
 
 
 def study_cost(
-    runs: pd.DataFrame,
+    runs: pd.DataFrame | None,
     planned: pd.DataFrame | None = None,
     prior: pd.DataFrame | None = None,
     by: tuple[str, ...] = PART,
@@ -190,29 +190,69 @@ def study_cost(
     """What a study's runs cost, per part, and an estimate of the whole.
 
     Args:
-        runs: The runs table of the records that have landed.
-        planned: Optional rows ``study, record`` plus the ``by`` columns: every run the config
-            plans (``experiments.study.plan``), landed or not. Default None: the landed runs
-            are the plan.
-        prior: Optional runs table of another study (e.g. the default study's) whose mean
-            seconds per run of a workload stand in where nothing of it has landed yet.
+        runs: The runs table of the records that have landed; None or empty: none has (the
+            estimate before the study starts).
+        planned: Optional rows ``study, record``, ``workload`` and the condition columns
+            (`CONDITION`) present: every run the config plans (``experiments.study.plan``),
+            landed or not. Default None: the landed runs are the plan.
+        prior: Optional runs table of another study (e.g. an earlier protocol's, or the
+            default study's) whose runs stand in for the cost of those not landed yet.
         by: The grouping columns. Default `PART`; `CONDITION` gives one row per condition.
 
     Returns:
         One row per group (``by``, then `COST_COLUMNS`): ``landed`` runs and how many
-        ``reached`` the target, ``mean_s`` (mean seconds per run: the record's
+        ``reached`` the target, ``mean_s`` (mean seconds per landed run: the record's
         ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
-        sum), ``estimate_s`` (``mean_s`` x ``planned``: the whole group on one core; a group
-        with nothing landed takes its workload's mean in other groups, else in ``prior``,
-        else the overall mean) and ``eval_share`` (evaluation over training seconds).
+        sum), ``estimate_s`` (the whole group on one core: ``landed_s`` plus, for each run not
+        landed, the mean of the first of these that has runs: its condition's landed runs,
+        its condition in ``prior``, its workload's landed runs, its workload in ``prior``, all
+        landed runs, all of ``prior``) and ``eval_share`` (evaluation over training seconds).
+
+    Raises:
+        ValueError: Nothing landed, no ``prior`` and no ``planned`` (nothing to estimate
+            from), or a table without the columns read.
     """
     measured = ["study", "record", "workload", "reached", "total_s", "eval_s", "final_wall_s"]
+    empty = runs is None or not len(runs)
+    if empty:
+        if planned is None:
+            raise ValueError("no runs have landed: pass the plan (planned) to estimate")
+        runs = pd.DataFrame({column: pd.Series(dtype=object) for column in measured})
     require_columns(runs, measured, "runs")
     if planned is None:
-        planned = runs[["study", "record", *[c for c in by if c not in ("study", "record")]]]
+        present = [c for c in CONDITION if c in runs and c not in ("study", "record")]
+        planned = runs[["study", "record", *present]]
+    condition = [c for c in CONDITION[1:] if c in planned]
     table = planned.merge(runs[measured], on=["study", "record"], how="left", suffixes=("", "_run"))
+    if "workload_run" in table:
+        table = table.drop(columns="workload_run")
     landed = table["total_s"].notna()
-    grouped = table.assign(landed=landed, reached=table["reached"].fillna(False).astype(bool))
+    expected = table["total_s"].astype(float)
+    sources = [runs.drop_duplicates("record")]
+    if prior is not None and len(prior):
+        sources.append(prior.drop_duplicates("record"))
+    levels = [condition, ["workload"]]
+    for columns in levels:
+        for source in sources:
+            keys = [c for c in columns if c in source]
+            if not keys or expected.notna().all():
+                continue
+            # matched as text: a config's values and a runs table's may differ in type
+            means = source[keys].astype(str).assign(_s=source["total_s"].to_numpy())
+            means = means.groupby(keys, dropna=False)["_s"].mean().rename("_mean")
+            wanted = table[keys].astype(str)
+            found = wanted.merge(means, left_on=keys, right_index=True, how="left")["_mean"]
+            expected = expected.fillna(pd.Series(found.to_numpy(), index=table.index))
+    for source in sources:
+        if len(source):
+            expected = expected.fillna(float(source["total_s"].mean()))
+    if expected.isna().any():
+        raise ValueError("nothing has landed and there is no prior: no cost to estimate from")
+    grouped = table.assign(
+        landed=landed,
+        reached=table["reached"].fillna(False).astype(bool),
+        expected_s=expected,
+    )
     cost = (
         grouped.groupby(list(by), sort=False, dropna=False)
         .agg(
@@ -221,18 +261,11 @@ def study_cost(
             reached=("reached", "sum"),
             mean_s=("total_s", "mean"),
             landed_s=("total_s", "sum"),
+            estimate_s=("expected_s", "sum"),
             eval_total=("eval_s", "sum"),
             train_total=("final_wall_s", "sum"),
         )
         .reset_index()
     )
     cost["eval_share"] = cost.pop("eval_total") / cost.pop("train_total").replace(0, float("nan"))
-    # a group with nothing landed yet: its workload's mean elsewhere, else in the prior's
-    # runs, else the overall mean
-    for source in (runs, prior):
-        if source is not None and len(source):
-            by_workload = source.drop_duplicates("record").groupby("workload")["total_s"].mean()
-            cost["mean_s"] = cost["mean_s"].fillna(cost["workload"].map(by_workload))
-    cost["mean_s"] = cost["mean_s"].fillna(runs["total_s"].mean())
-    cost["estimate_s"] = cost["mean_s"] * cost["planned"]
     return cost[[*by, *COST_COLUMNS]]

@@ -17,6 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from experiments.optimizers import build_optimizer
+from experiments.search import SCHEDULE
 from experiments.workload import MOMENTUM, Dimension, SearchSpace, Workload
 
 __all__ = ["ChannelStats", "ResNetWorkload", "nesterov_linear_decay", "resnet_search_spaces"]
@@ -30,8 +31,9 @@ def resnet_search_spaces(
 ) -> dict[str, SearchSpace]:
     """What the protocol study tunes (`experiments.search`) for a ResNet: the learning rate
     log-uniform over 1/5 to 5 times the default, and 1 - momentum log-uniform (momentum 0.5
-    to 0.98); at paper scale also the schedule's length, log-uniform over about 1/3 to 3 times
-    it.
+    to 0.98); at cpu scale also the schedule (`experiments.search.SCHEDULE`, over each
+    trial's budget), at paper scale the linear decay's length, log-uniform over about 1/3 to
+    3 times it.
 
     Args:
         cpu_lr: The learning rate's range at cpu scale.
@@ -43,7 +45,7 @@ def resnet_search_spaces(
         ``{scale: SearchSpace}`` for ``cpu`` and ``paper``.
     """
     return {
-        "cpu": SearchSpace({"lr": cpu_lr, "momentum": MOMENTUM}),
+        "cpu": SearchSpace({"lr": cpu_lr, "momentum": MOMENTUM, "schedule": SCHEDULE}),
         "paper": SearchSpace(
             {"lr": paper_lr, "momentum": MOMENTUM, "decay_steps": paper_decay_steps}
         ),

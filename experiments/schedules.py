@@ -24,6 +24,7 @@ __all__ = [
     "linear_decay",
     "lr_scheduler",
     "multiplier",
+    "warmup_linear_decay",
     "warmup_piecewise_exponential",
 ]
 
@@ -42,6 +43,26 @@ def linear_decay(step: int, *, decay_steps: float, final_lr_fraction: float) -> 
         final_lr_fraction: The multiplier from ``decay_steps`` on (in [0, 1]).
     """
     return 1.0 - (1.0 - final_lr_fraction) * min(step, decay_steps) / decay_steps
+
+
+def warmup_linear_decay(
+    step: int, *, warmup_steps: float, decay_steps: float, final_lr_fraction: float
+) -> float:
+    """Linear warm-up, then a linear decay to ``final_lr_fraction`` at ``decay_steps``.
+
+    Args:
+        step: The optimizer step (>= 0).
+        warmup_steps: Steps of the warm-up (>= 0): step ``k`` < ``warmup_steps`` has
+            ``(k + 1) / warmup_steps``; 0: no warm-up.
+        decay_steps: The step (counted from 0, the warm-up included; > 0) at which the decay
+            reaches ``final_lr_fraction``; flat after it.
+        final_lr_fraction: The multiplier from ``decay_steps`` on (in [0, 1]).
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    span = max(decay_steps - warmup_steps, 1.0)
+    done = min(max(step - warmup_steps, 0.0), span) / span
+    return 1.0 - (1.0 - final_lr_fraction) * done
 
 
 def warmup_piecewise_exponential(
@@ -65,6 +86,7 @@ def warmup_piecewise_exponential(
 SCHEDULES: dict[str, Callable[..., float]] = {
     "constant": constant,
     "linear_decay": linear_decay,
+    "warmup_linear_decay": warmup_linear_decay,
     "warmup_piecewise_exponential": warmup_piecewise_exponential,
 }
 """Schedule name (the ``schedule`` hyper-parameter) -> its multiplier of ``(step, **params)``."""

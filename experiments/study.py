@@ -37,6 +37,11 @@ __all__ = ["Plan", "PlannedRun", "check_config", "load_config", "main", "plan"]
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
+SEED_STRIDE = 1000
+"""Trial ``t`` of search repetition ``r`` is seeded ``SEED_STRIDE * r + t``: the run of a
+trial does not depend on how many trials its search has (the schema allows at most this
+many), so growing a search trains only its new trials."""
+
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -198,7 +203,7 @@ def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, 
     count, budget_cap = search["trials"], search["budget_cap"]
     for repetition in range(search["repetitions"]):
         for trial in range(count):
-            seed = repetition * count + trial
+            seed = repetition * SEED_STRIDE + trial
             yield {"repetition": repetition, "trial": trial, "seed": seed, "budget_cap": budget_cap}
 
 

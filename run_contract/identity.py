@@ -17,6 +17,7 @@ How a run is executed (device, threads, data folder) is not part of its identity
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -339,12 +340,17 @@ class RunSpec(CommandLine):
                 differs from the default's (an int is accepted for a float).
         """
         overrides = self._checked_overrides(defaults.hparams)
-        hparams = {**defaults.hparams, **self._trial_point(defaults, overrides), **overrides}
-        if self.batch_size is not None:
-            hparams["batch_size"] = self.batch_size
         max_fresh = self.max_fresh or defaults.max_fresh
         if self.budget_cap is not None:
             max_fresh = round(self.budget_cap * self._reference(defaults, "budget_cap"))
+        batch_size = self.batch_size or overrides.get("batch_size", defaults.hparams["batch_size"])
+        # the optimizer steps in which the run would use up its fresh examples (echoed
+        # batches count as steps): a searched schedule spans them
+        budget_steps = max(1, math.ceil(self.echo_factor * max_fresh / batch_size))
+        point = self._trial_point(defaults, overrides, budget_steps)
+        hparams = {**defaults.hparams, **point, **overrides}
+        if self.batch_size is not None:
+            hparams["batch_size"] = self.batch_size
         if self.resolution is not None:
             self._reference(defaults, "resolution")
         resolved = {
@@ -377,14 +383,16 @@ class RunSpec(CommandLine):
             return None
         return max(1, self._reference(defaults, "resolution") // self.resolution)
 
-    def _trial_point(self, defaults: Defaults, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    def _trial_point(
+        self, defaults: Defaults, overrides: Mapping[str, Any], budget_steps: int
+    ) -> dict[str, Any]:
         if self.trial is None:
             return {}
         if defaults.search_space is None:
             raise FieldError(
                 "trial", f"{self.workload!r} declares no search space at scale {self.scale!r}"
             )
-        point = defaults.search_space.point(self.repetition, self.trial)
+        point = defaults.search_space.point(self.repetition, self.trial, budget_steps)
         both = sorted(set(point) & set(overrides))
         if both:
             raise FieldError(

@@ -270,7 +270,7 @@ def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
 def test_the_cost_summary_says_what_is_left_and_when_nothing_is():
     from analysis.cli import remaining_line
 
-    assert "the remaining 8 at the groups' mean cost: about 0.3 core-hours" in (
+    assert "the remaining 8 at their conditions' mean cost: about 0.3 core-hours" in (
         remaining_line(922, 914, 1080.0)
     )
     done = remaining_line(922, 922, -1e-9)  # rounding leaves a sliver of negative seconds

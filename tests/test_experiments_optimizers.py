@@ -19,12 +19,12 @@ PAPER = {
     "lm1b_transformer": (torch.optim.SGD, True, False),
     "common_crawl_transformer": (torch.optim.SGD, True, False),
 }
-CPU = {  # what every cpu-scale record was trained with
+CPU = {  # the paper's optimizers: Nesterov momentum but for SSD's plain momentum
     "cifar10_resnet": (torch.optim.SGD, True),
     "imagenet_resnet": (torch.optim.SGD, True),
     "coco_ssd": (torch.optim.SGD, False),
-    "lm1b_transformer": (torch.optim.AdamW, None),
-    "common_crawl_transformer": (torch.optim.AdamW, None),
+    "lm1b_transformer": (torch.optim.SGD, True),
+    "common_crawl_transformer": (torch.optim.SGD, True),
 }
 PAPER_BATCH_SIZES = {
     "cifar10_resnet": 128,
@@ -65,10 +65,11 @@ def test_a_paper_scale_workload_trains_with_the_papers_optimizer_and_schedule(na
 
 
 @pytest.mark.parametrize("name", sorted(CPU))
-def test_a_cpu_scale_workload_keeps_its_optimizer_and_a_constant_rate(name):
+def test_a_cpu_scale_workload_trains_with_the_papers_optimizer_at_a_constant_rate(name):
     kind, nesterov = CPU[name]
     workload = registry.get(name)(scale="cpu")
-    assert not {"optimizer", "schedule"} & set(workload.default_hparams["cpu"])
+    # a schedule comes from a search (over the trial's budget), not from the defaults
+    assert "schedule" not in workload.default_hparams["cpu"]
     optimizer = workload.optimizer(tiny_model())
     assert type(optimizer) is kind
     group = optimizer.param_groups[0]

@@ -9,6 +9,12 @@ import torch
 from experiments.schedules import lr_scheduler, multiplier
 
 LINEAR = {"schedule": "linear_decay", "decay_steps": 100, "final_lr_fraction": 0.1}
+WARMUP_LINEAR = {
+    "schedule": "warmup_linear_decay",
+    "warmup_steps": 5,
+    "decay_steps": 105,
+    "final_lr_fraction": 0.01,
+}
 WARMUP = {
     "schedule": "warmup_piecewise_exponential",
     "warmup_steps": 4,
@@ -26,6 +32,9 @@ WARMUP = {
         ({**LINEAR, "decay_steps": 37.5}, {0: 1.0, 15: 0.64, 37: 0.112, 38: 0.1}),  # searched
         (WARMUP, {0: 0.25, 1: 0.5, 3: 1.0, 4: 1.0, 13: 1.0, 14: 0.5, 23: 0.5, 24: 0.25}),
         ({**WARMUP, "warmup_steps": 0}, {0: 1.0, 9: 1.0, 10: 0.5, 35: 0.125}),
+        # warm-up over steps 0-4, then linear from 1 at step 5 to 0.01 at step 105
+        (WARMUP_LINEAR, {0: 0.2, 4: 1.0, 5: 1.0, 55: 0.505, 104: 0.0199, 105: 0.01, 999: 0.01}),
+        ({**WARMUP_LINEAR, "warmup_steps": 0}, {0: 1.0, 105: 0.01}),
     ],
 )
 def test_each_schedule_multiplies_the_rate_as_documented(hparams, expected):
@@ -39,7 +48,7 @@ def test_each_schedule_multiplies_the_rate_as_documented(hparams, expected):
         (
             {"schedule": "cosine"},
             "hparam schedule='cosine' is not valid; use constant, linear_decay, "
-            "warmup_piecewise_exponential",
+            "warmup_linear_decay, warmup_piecewise_exponential",
         ),
         (
             {"schedule": "linear_decay", "decay_steps": 10},
@@ -74,7 +83,7 @@ def test_a_constant_rate_builds_no_scheduler():
     assert lr_scheduler(optimizer(), {"schedule": "constant"}) is None
 
 
-@pytest.mark.parametrize("hparams", [LINEAR, WARMUP])
+@pytest.mark.parametrize("hparams", [LINEAR, WARMUP, WARMUP_LINEAR])
 def test_the_scheduler_sets_the_rate_of_step_k_to_lr_times_its_multiplier(hparams):
     opt = optimizer(lr=0.2)
     scheduler = lr_scheduler(opt, hparams)

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from itertools import product
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments import MOMENTUM, Dimension, SearchSpace, registry
 from experiments.harness import Run, RunConfig
+from experiments.search import (
+    BUDGET_SCHEDULES,
+    FINAL_LR_FRACTION,
+    SCHEDULE,
+    Choice,
+    budget_schedule,
+)
 from run_contract.identity import FieldError, RunOptions, RunSpec, identity_hash, run_columns
 
 TOY = Path(__file__).parent / "toy_workload.py"
@@ -275,3 +284,68 @@ def test_each_trial_and_repetition_has_its_own_record():
     assert len(set(paths)) == len(paths)
     assert "-r1-t2-seed0" in specs[5].run_id
     assert "-cap1.5-res64-" in specs[-1].run_id
+
+
+# --- the searched schedule ---------------------------------------------------------------
+
+SCHEDULED = SearchSpace({"lr": Dimension(0.02, 0.5), "momentum": MOMENTUM, "schedule": SCHEDULE})
+
+
+def test_a_searched_schedule_spans_the_trials_budget():
+    points = [SCHEDULED.point(0, trial, budget_steps=200) for trial in range(8)]
+    # about a third of a balanced net's points each: constant, decay, warm-up plus decay
+    counts = Counter(p["schedule"] for p in points)
+    assert set(counts) == set(BUDGET_SCHEDULES) and min(counts.values()) >= 2
+    for point in points:
+        assert point == {**point, **budget_schedule(point["schedule"], 200)}
+    warm = next(p for p in points if p["schedule"] == "warmup_linear_decay")
+    assert (warm["decay_steps"], warm["warmup_steps"]) == (200, 10)
+    assert warm["final_lr_fraction"] == FINAL_LR_FRACTION
+    constant = next(p for p in points if p["schedule"] == "constant")
+    assert set(constant) == {"lr", "momentum", "schedule"}
+    # the same trial at twice the budget: the same choice, twice the steps
+    again = SCHEDULED.point(0, points.index(warm), budget_steps=400)
+    assert (again["lr"], again["decay_steps"]) == (warm["lr"], 400)
+    with pytest.raises(ValueError, match="pass the trial's budget_steps"):
+        SCHEDULED.point(0, 0)
+
+
+def test_a_schedule_choice_is_checked_and_a_default_may_leave_it_out():
+    SCHEDULED.check_default({"lr": 0.1, "momentum": 0.9})  # absent: constant
+    with pytest.raises(ValueError, match=r"default schedule='cosine' lies outside its search"):
+        SCHEDULED.check_default({"lr": 0.1, "momentum": 0.9, "schedule": "cosine"})
+    with pytest.raises(ValueError, match=r"must be experiments\.search\.SCHEDULE"):
+        SearchSpace({"lr": Dimension(0.1, 1), "momentum": MOMENTUM, "schedule": Choice(("a", "b"))})
+    with pytest.raises(ValueError, match="two or more distinct options"):
+        Choice(("a", "a"))
+    with pytest.raises(ValueError, match="absent='c' is not one of"):
+        Choice(("a", "b"), absent="c")
+    with pytest.raises(ValueError, match="budget_steps must be an integer >= 1"):
+        budget_schedule("linear_decay", 0)
+    assert "schedule one of constant/linear_decay/warmup_linear_decay" in SCHEDULED.describe()
+
+
+@pytest.mark.parametrize("workload", ["lm1b_transformer", "cifar10_resnet"])
+def test_a_protocol_trial_trains_with_its_schedule_over_its_budget(workload):
+    """At cpu scale a trial's schedule is chosen by its point and spans the steps in which it
+    would use up its budget (echoed batches count as steps), so e = 2 decays over twice the
+    steps; the harness builds that schedule."""
+    defaults = registry.defaults(workload, "cpu")
+    trial = next(
+        t for t in range(16)
+        if defaults.search_space.point(0, t, 1)["schedule"] == "warmup_linear_decay"
+    )  # fmt: skip
+    for factor in (1.0, 2.0):
+        point = "none" if factor == 1 else "after_batch"
+        spec = RunSpec(
+            workload=workload, repetition=0, trial=trial, budget_cap=1.5, echo_point=point,
+            echo_factor=factor,
+        )  # fmt: skip
+        hparams = spec.resolve(defaults)["hparams"]
+        steps = math.ceil(factor * round(1.5 * defaults.reference_fresh) / hparams["batch_size"])
+        assert (hparams["decay_steps"], hparams["warmup_steps"]) == (steps, round(0.05 * steps))
+    run = Run(RunConfig(spec, RunOptions(device="cpu")))
+    assert isinstance(run.schedule, torch.optim.lr_scheduler.LambdaLR)
+    assert run.optimizer.param_groups[0]["lr"] == pytest.approx(
+        hparams["lr"] / hparams["warmup_steps"]
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from itertools import product
@@ -15,6 +16,7 @@ import yaml
 
 from experiments import registry
 from experiments.run import config_from_args, parser
+from experiments.search import BUDGET_SCHEDULES
 from experiments.study import check_config, load_config, main, plan
 from run_contract.identity import RunSpec
 
@@ -148,8 +150,9 @@ def test_a_per_workload_search_replaces_only_the_keys_it_names():
     trials = {}
     for run in specs(config):
         trials.setdefault(run.workload, set()).add((run.repetition, run.trial, run.seed))
-    assert trials["lm1b_transformer"] == {(r, t, 3 * r + t) for r in range(2) for t in range(3)}
-    assert trials["cifar10_resnet"] == {(0, 0, 0), (1, 0, 1)}  # 1 trial, still 2 repetitions
+    assert trials["lm1b_transformer"] == {(r, t, 1000 * r + t) for r in range(2) for t in range(3)}
+    # 1 trial, still 2 repetitions; a trial's seed does not depend on the trials per search
+    assert trials["cifar10_resnet"] == {(0, 0, 0), (1, 0, 1000)}
 
 
 @pytest.mark.parametrize(
@@ -367,7 +370,7 @@ def test_a_search_plans_repetitions_times_trials_runs_per_condition():
     for point in ("none", "after_batch"):
         trials = sorted((r.repetition, r.trial) for r in runs if r.echo_point == point)
         assert trials == list(product(range(2), range(3)))
-    assert all(r.seed == r.repetition * 3 + r.trial for r in runs)
+    assert all(r.seed == r.repetition * 1000 + r.trial for r in runs)
     assert {(r.budget_cap, r.resolution, r.max_fresh) for r in runs} == {(1.5, 64, None)}
     defaults = registry.defaults(WORKLOAD, "cpu")
     hparams: dict[tuple, list] = {}
@@ -375,9 +378,20 @@ def test_a_search_plans_repetitions_times_trials_runs_per_condition():
         identity = run.resolve(defaults)
         assert identity["budget"]["max_fresh"] == round(1.5 * defaults.reference_fresh)
         hparams.setdefault((run.repetition, run.trial), []).append(identity["hparams"])
-    # a trial has the same hyper-parameters in every condition, and its own in its search
-    assert all(baseline == echo for baseline, echo in hparams.values())
+    # a trial has the same hyper-parameters in every condition, and its own in its search;
+    # a searched schedule spans the trial's budget, which e = 2 trains in twice the steps
+    steps = ("decay_steps", "warmup_steps")
+    for baseline, echo in hparams.values():
+        assert {k: v for k, v in baseline.items() if k not in steps} == {
+            k: v for k, v in echo.items() if k not in steps
+        }
+        budget = math.ceil(round(1.5 * defaults.reference_fresh) / baseline["batch_size"])
+        if baseline.get("schedule", "constant") != "constant":
+            assert (baseline["decay_steps"], echo["decay_steps"]) == (budget, 2 * budget)
     assert len({found[0]["lr"] for found in hparams.values()}) == 6
+    assert {found[0].get("schedule", "constant") for found in hparams.values()} == set(
+        BUDGET_SCHEDULES
+    )
 
 
 def test_a_search_without_a_cap_keeps_the_workloads_budget():
@@ -412,7 +426,9 @@ def test_every_trial_of_the_protocol_study_resolves():
     for spec in searched:
         defaults = registry.defaults(spec.workload, spec.scale)
         identity = spec.resolve(defaults)
-        assert defaults.search_space.point(spec.repetition, spec.trial).items() <= (
+        budget = identity["budget"]["max_fresh"]
+        steps = math.ceil(spec.echo_factor * budget / identity["batch_size"])
+        assert defaults.search_space.point(spec.repetition, spec.trial, steps).items() <= (
             identity["hparams"].items()
         )
         assert spec.refine_every_fresh(defaults) >= 1

@@ -28,6 +28,7 @@ from experiments.detection_metrics import coco_map
 from experiments.models.ssd_small import small_ssd
 from experiments.optimizers import build_optimizer
 from experiments.registry import register
+from experiments.search import SCHEDULE
 from experiments.workload import MOMENTUM, Budget, Dimension, SearchSpace, Target, Workload
 
 __all__ = ["CocoSsd"]
@@ -48,7 +49,9 @@ class CocoSsd(Workload):
     # What the protocol study tunes (experiments.search): the learning rate log-uniform over
     # 1/5 to 5 times the default, and 1 - momentum log-uniform (momentum 0.5 to 0.98).
     search_spaces = {
-        "cpu": SearchSpace({"lr": Dimension(0.01, 0.25), "momentum": MOMENTUM}),
+        "cpu": SearchSpace(
+            {"lr": Dimension(0.01, 0.25), "momentum": MOMENTUM, "schedule": SCHEDULE}
+        ),
         "paper": SearchSpace({"lr": Dimension(0.004, 0.1), "momentum": MOMENTUM}),
     }
     default_hparams = {

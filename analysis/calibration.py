@@ -1,0 +1,235 @@
+"""How often each claim's rule says "reproduced" when nothing is there, and how often when the
+observed effect is: the rules' false-positive rate and power, measured from a study's own
+records.
+
+* **Under the null** (`permuted`): within each study and workload, the runs' outcomes (every
+  measured column of the runs table, kept together per run) are shuffled among its rows, so
+  no condition differs from another but by chance, while the study's design (which
+  conditions, searches and seeds exist), its noise and its unreached runs stay. Each claim is
+  decided on ``permutations`` such tables; a claim part's false-positive rate is the share
+  that read "reproduced".
+* **At the observed effect** (`resampled`): within each study and workload, searches (tuned
+  studies; the ``repetition``) or seeds are drawn with replacement, the same draw for every
+  condition, so paired designs stay paired; a part's power is the share of ``resamples`` such
+  tables that read "reproduced".
+
+Both use the claims' own code (`analysis.claims.CLAIMS`), so they measure the rules as they
+decide. The permutation null is "no effect": the right null for a claim that something is
+*fewer* or *faster*. For a claim that something is *no worse* or *never below* a bound, no
+effect makes the claim true, so a "reproduced" there is the rule's power at no effect, not a
+false positive; such a claim's null is its boundary, a per-claim transformation of the null
+table (``nulls``).
+
+`calibrate` returns one row per claim and part (and one per claim for the combined verdict),
+with the rate's 95% Clopper-Pearson upper bound; `GOAL` is the largest false-positive rate a
+claim part may have.
+
+    python -m analysis calibrate --runs results/protocol/runs.csv \
+        --configfile config/protocol.yaml --permutations 200 --out calibration.csv
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import beta
+
+from analysis.records import RUN_COLUMNS
+
+__all__ = [
+    "CALIBRATION_COLUMNS",
+    "GOAL",
+    "OUTCOME_COLUMNS",
+    "calibrate",
+    "permuted",
+    "resampled",
+]
+
+GOAL = 0.05
+"""The largest share of null tables on which a claim part may read "reproduced"."""
+
+OUTCOME_COLUMNS = RUN_COLUMNS[RUN_COLUMNS.index("reached") : RUN_COLUMNS.index("total_s") + 1]
+"""What a run measured (the runs table's columns from ``reached`` to ``total_s``): what the
+null shuffles, one run's values together."""
+
+CALIBRATION_COLUMNS = [
+    "claim", "part", "verdict", "null_tables", "null_reproduced", "false_positive_rate",
+    "fpr_high", "meets_goal", "resamples", "resampled_reproduced", "power",
+]  # fmt: skip
+"""Columns of `calibrate`'s table: per claim and part (``part`` ``all``: the claim's combined
+verdict), the verdict on the real records, the null tables and how many read "reproduced",
+that rate and its 95% upper bound (Clopper-Pearson), whether the rate is at most `GOAL`, and
+the resampled tables, how many read "reproduced", and that share (the power)."""
+
+_GROUP = ["study", "workload"]
+
+
+def _groups(runs: pd.DataFrame) -> Iterator[np.ndarray]:
+    yield from runs.groupby(_GROUP, sort=False).indices.values()
+
+
+def permuted(runs: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """``runs`` with its outcome columns shuffled among the rows of each study and workload.
+
+    Args:
+        runs: The runs table (`analysis.records`).
+        rng: The generator that draws the permutations.
+
+    Returns:
+        A copy: identities as they were, each row carrying another row's outcomes.
+    """
+    out = runs.copy()
+    columns = [out.columns.get_loc(c) for c in OUTCOME_COLUMNS if c in out]
+    values = runs.iloc[:, columns].to_numpy()
+    for index in _groups(runs):
+        out.iloc[index, columns] = values[rng.permutation(index)]
+    return out
+
+
+def _unit(rows: pd.DataFrame) -> str:
+    """What a study repeats: its searches, or its seeds."""
+    return "repetition" if rows["trial"].notna().any() else "seed"
+
+
+def resampled(runs: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """``runs`` with each study and workload's searches (or seeds) drawn with replacement,
+    one draw for all its conditions, relabelled ``0..n-1`` so each draw is its own search.
+
+    Args:
+        runs: The runs table.
+        rng: The generator that draws the units.
+
+    Returns:
+        A new table of the same size per study and workload.
+    """
+    parts = []
+    for index in _groups(runs):
+        rows = runs.iloc[index]
+        unit = _unit(rows)
+        units = np.sort(rows[unit].dropna().unique())
+        drawn = rng.choice(units, size=len(units), replace=True)
+        for label, value in enumerate(drawn):
+            chosen = rows[rows[unit] == value].copy()
+            chosen[unit] = label
+            chosen["record"] = chosen["record"].astype(str) + f"#{label}"
+            parts.append(chosen)
+    return pd.concat(parts, ignore_index=True) if parts else runs.iloc[:0]
+
+
+Decide = Callable[[pd.DataFrame], dict[str, list[str]]]
+"""Claim name -> the verdict of each of its parts, on a runs table."""
+
+Null = Callable[[pd.DataFrame, np.random.Generator], pd.DataFrame]
+"""A runs table -> a table drawn under a claim's null (default: `permuted`)."""
+
+
+def _decide_all(planned: dict[str, list[str]] | None) -> Decide:
+    from analysis.claims import CLAIMS, _MixedNumerics
+
+    def decide(runs: pd.DataFrame) -> dict[str, list[str]]:
+        verdicts = {}
+        for claim in CLAIMS:
+            try:
+                verdicts[claim.name] = list(claim.decide(runs, planned or {})[0])
+            except _MixedNumerics:
+                verdicts[claim.name] = []
+        return verdicts
+
+    return decide
+
+
+def _upper(hits: int, n: int, level: float = 0.95) -> float:
+    """The Clopper-Pearson upper bound of a rate of ``hits`` in ``n``."""
+    return 1.0 if hits >= n else float(beta.ppf(1 - (1 - level) / 2, hits + 1, n - hits))
+
+
+def calibrate(
+    runs: pd.DataFrame,
+    planned: dict[str, list[str]] | None = None,
+    permutations: int = 200,
+    resamples: int = 200,
+    seed: int = 0,
+    decide: Decide | None = None,
+    progress: Callable[[str], None] | None = None,
+    nulls: dict[str, Null] | None = None,
+) -> pd.DataFrame:
+    """Each claim part's false-positive rate under the null and its power at the observed
+    effect.
+
+    Args:
+        runs: The runs table of the study the claims read.
+        planned: Study -> the workloads its config plans (as `analysis.claims.claims_table`).
+        permutations: Null tables (`permuted`), >= 1. Default 200.
+        resamples: Resampled tables (`resampled`), >= 0. Default 200.
+        seed: Seeds both draws. Default 0.
+        decide: The rules to calibrate: runs table -> claim -> part verdicts. Default: the
+            claims of `analysis.claims`.
+        progress: Called with a line now and then (e.g. ``print``). Default: silent.
+        nulls: Claim name -> how to draw its null table, for the claims whose null is not
+            `permuted`; each such claim is decided on tables of its own. Default: none.
+
+    Returns:
+        One row per claim and part, then per claim (``part`` ``all``), with
+        `CALIBRATION_COLUMNS`.
+
+    Raises:
+        ValueError: ``permutations`` < 1 or ``resamples`` < 0.
+    """
+    from analysis.claims import REPRODUCED, combine
+
+    if permutations < 1 or resamples < 0:
+        raise ValueError(
+            f"need permutations >= 1 and resamples >= 0, got {permutations} and {resamples}"
+        )
+    decide = decide or _decide_all(planned)
+    real = decide(runs)
+    rng = np.random.default_rng(seed)
+
+    nulls = nulls or {}
+
+    def tally(
+        tables: int, draw: Callable[[], pd.DataFrame], what: str, only: set[str] | None = None
+    ) -> dict[tuple, int]:
+        hits: dict[tuple, int] = {}
+        for done in range(tables):
+            found = decide(draw())
+            for claim, parts in found.items():
+                if only is not None and claim not in only:
+                    continue
+                for index, verdict in enumerate(parts):
+                    key = (claim, index)
+                    hits[key] = hits.get(key, 0) + (verdict == REPRODUCED)
+                key = (claim, "all")
+                hits[key] = hits.get(key, 0) + (bool(parts) and combine(parts) == REPRODUCED)
+            if progress and (done + 1) % max(1, tables // 10) == 0:
+                progress(f"{what}: {done + 1} of {tables} tables")
+        return hits
+
+    plain = set(real) - set(nulls)
+    null = tally(permutations, lambda: permuted(runs, rng), "null", plain)
+    for claim, draw in nulls.items():
+        null.update(tally(permutations, lambda d=draw: d(runs, rng), f"null of {claim}", {claim}))
+    power = tally(resamples, lambda: resampled(runs, rng), "resampled") if resamples else {}
+    rows = []
+    for claim, parts in real.items():
+        labels: Sequence = [*range(len(parts)), "all"]
+        for label in labels:
+            verdict = combine(parts) if label == "all" else parts[label]
+            hits = null.get((claim, label), 0)
+            found = power.get((claim, label), 0)
+            rows.append({
+                "claim": claim,
+                "part": label,
+                "verdict": verdict,
+                "null_tables": permutations,
+                "null_reproduced": hits,
+                "false_positive_rate": hits / permutations,
+                "fpr_high": _upper(hits, permutations),
+                "meets_goal": hits / permutations <= GOAL,
+                "resamples": resamples,
+                "resampled_reproduced": found,
+                "power": found / resamples if resamples else float("nan"),
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)

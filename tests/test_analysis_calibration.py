@@ -1,0 +1,110 @@
+"""The rules' calibration: the null tables keep a study's design and noise but no effect, the
+resampled ones keep its pairing, and the rates count what the claims' own code decides."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_analysis_claims import searched_runs
+
+from analysis.calibration import (
+    CALIBRATION_COLUMNS,
+    GOAL,
+    OUTCOME_COLUMNS,
+    calibrate,
+    permuted,
+    resampled,
+)
+from analysis.claims import NOT_RESOLVED, REPRODUCED
+from analysis.cli import main
+
+BASELINE = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500], [2300, 2150, 2700]]
+FAST = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600], [1150, None, 1450]]
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """An insertion study, 4 searches of 3 trials: echoing at e = 2 clearly needs fewer."""
+    return searched_runs(tmp_path, {("none", 1.0): BASELINE, ("before_augment", 2.0): FAST})
+
+
+def test_a_null_table_keeps_every_run_and_outcome_but_not_which_goes_with_which(runs):
+    null = permuted(runs, np.random.default_rng(0))
+    identity = [c for c in runs.columns if c not in OUTCOME_COLUMNS]
+    assert null[identity].equals(runs[identity])
+    for column in ("fresh_examples_to_target", "reached"):
+        assert Counter(null[column].astype(str)) == Counter(runs[column].astype(str))
+    # a run's outcomes travel together: each row of the null is some row of the real table
+    real = set(map(tuple, runs[OUTCOME_COLUMNS].astype(str).to_numpy()))
+    assert set(map(tuple, null[OUTCOME_COLUMNS].astype(str).to_numpy())) <= real
+    echo = null["echo_point"] == "before_augment"
+    assert null.loc[echo, "fresh_examples_to_target"].tolist() != (
+        runs.loc[echo, "fresh_examples_to_target"].tolist()
+    )
+
+
+def test_a_resampled_table_draws_whole_searches_the_same_for_every_condition(runs):
+    table = resampled(runs, np.random.default_rng(3))
+    assert len(table) == len(runs)
+    by_condition = {}
+    for (point, label), rows in table.groupby(["echo_point", "repetition"]):
+        # a drawn search is one whole search of the real table (its trials' seeds 8 r + t)
+        original = {int(seed) // 8 for seed in rows["seed"]}
+        assert len(original) == 1 and sorted(rows["trial"]) == [0, 1, 2]
+        by_condition.setdefault(label, set()).add((point, original.pop()))
+    # paired: draw `label` is the same real search in both conditions
+    assert all(len({search for _, search in pairs}) == 1 for pairs in by_condition.values())
+
+
+def test_a_clear_effect_has_power_and_no_false_positives_under_the_null(runs):
+    table = calibrate(runs, permutations=20, resamples=20, seed=1)
+    assert list(table.columns) == CALIBRATION_COLUMNS
+    fewer = table[(table["claim"] == "claim_fewer_fresh_at_e2") & (table["part"] == "all")].iloc[0]
+    assert fewer["verdict"] == REPRODUCED
+    assert fewer["false_positive_rate"] <= GOAL and fewer["meets_goal"]
+    assert fewer["power"] >= 0.5
+    assert 0 < fewer["fpr_high"] < 0.2  # 0 of 20 still allows up to ~17%
+
+
+def test_a_rule_that_always_says_reproduced_is_caught(runs):
+    always = calibrate(
+        runs, permutations=10, resamples=0, decide=lambda table: {"any": [REPRODUCED]}
+    )
+    row = always[always["part"] == 0].iloc[0]
+    assert row["false_positive_rate"] == 1.0 and not row["meets_goal"]
+    never = calibrate(runs, permutations=10, resamples=5, decide=lambda t: {"x": [NOT_RESOLVED]})
+    assert never["false_positive_rate"].eq(0).all() and never["power"].eq(0).all()
+
+
+def test_a_claim_may_name_its_own_null(runs):
+    seen = []
+
+    def boundary(table, rng):
+        seen.append(len(table))
+        return table
+
+    found = calibrate(
+        runs,
+        permutations=3,
+        resamples=0,
+        decide=lambda table: {"a": [REPRODUCED], "b": [REPRODUCED]},
+        nulls={"b": boundary},
+    )
+    # "b" is decided on its own null (here: the real table, so every one reads reproduced)
+    assert seen == [len(runs)] * 3
+    assert found.set_index(["claim", "part"]).loc[("b", 0), "null_reproduced"] == 3
+
+
+def test_the_calibrate_command_writes_its_table(tmp_path, runs, capsys):
+    path = tmp_path / "runs.csv"
+    runs.to_csv(path, index=False)
+    out = tmp_path / "calibration.csv"
+    main(["calibrate", "--runs", str(path), "--permutations", "4", "--resamples", "2",
+          "--out", str(out)])  # fmt: skip
+    assert out.is_file() and "claim parts read 'reproduced' on at most 5%" in (
+        capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--runs", str(path), "--permutations", "0", "--out", str(out)])
