@@ -8,8 +8,11 @@
 * `analysis.figures`: one module per figure, registered with ``@figure`` (``names``, ``get``),
   and ``save``.
 * `analysis.compare`: do two runs of a study agree, timing aside (``compare_record_dirs``)?
+* `analysis.claims`: one module per claim of the papers, each part decided by one paired sign
+  test (``claims_table``); `analysis.calibration`: each rule's false-positive rate and power
+  from a study's own records (``calibrate``).
 * ``python -m analysis``: the command line (``aggregate``, ``figure``, ``summary``,
-  ``compare``).
+  ``claims``, ``calibrate``, ``cost``, ``compare``, ...).
 
 It reads records through the schema file and benchmark CSVs only: it imports neither
 ``experiments``, ``echo``, ``sharing`` nor ``benchmarks``.

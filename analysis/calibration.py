@@ -16,9 +16,10 @@ records.
 Both use the claims' own code (`analysis.claims.CLAIMS`), so they measure the rules as they
 decide. The permutation null is "no effect": the right null for a claim that something is
 *fewer* or *faster*. For a claim that something is *no worse* or *never below* a bound, no
-effect makes the claim true, so a "reproduced" there is the rule's power at no effect, not a
-false positive; such a claim's null is its boundary, a per-claim transformation of the null
-table (``nulls``).
+effect makes the claim true, so a "reproduced" there would be the rule's power at no effect,
+not a false positive; such a claim's null is the null table moved to the claim's boundary
+(its ``Claim.boundary``: e.g. echoing needing the resolution more than the baseline / e),
+where "reproduced" is wrong (`boundary_nulls`).
 
 `calibrate` returns one row per claim and part (and one per claim for the combined verdict),
 with the rate's 95% Clopper-Pearson upper bound; `GOAL` is the largest false-positive rate a
@@ -30,18 +31,21 @@ claim part may have.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 from scipy.stats import beta
 
+from analysis.claims.study import Plan
 from analysis.records import RUN_COLUMNS
 
 __all__ = [
+    "ALL",
     "CALIBRATION_COLUMNS",
     "GOAL",
     "OUTCOME_COLUMNS",
+    "boundary_nulls",
     "calibrate",
     "permuted",
     "resampled",
@@ -58,12 +62,15 @@ CALIBRATION_COLUMNS = [
     "claim", "part", "verdict", "null_tables", "null_reproduced", "false_positive_rate",
     "fpr_high", "meets_goal", "resamples", "resampled_reproduced", "power",
 ]  # fmt: skip
-"""Columns of `calibrate`'s table: per claim and part (``part`` ``all``: the claim's combined
+"""Columns of `calibrate`'s table: per claim and part (by name; `ALL`: the claim's combined
 verdict), the verdict on the real records, the null tables and how many read "reproduced",
 that rate and its 95% upper bound (Clopper-Pearson), whether the rate is at most `GOAL`, and
 the resampled tables, how many read "reproduced", and that share (the power)."""
 
 _GROUP = ["study", "workload"]
+
+ALL = "all"
+"""The ``part`` of a claim's row for its combined verdict."""
 
 
 def _groups(runs: pd.DataFrame) -> Iterator[np.ndarray]:
@@ -118,26 +125,35 @@ def resampled(runs: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else runs.iloc[:0]
 
 
-Decide = Callable[[pd.DataFrame], dict[str, list[str]]]
-"""Claim name -> the verdict of each of its parts, on a runs table."""
+Decide = Callable[[pd.DataFrame], dict[str, dict[str, str]]]
+"""A runs table -> claim name -> part name -> its verdict."""
 
 Null = Callable[[pd.DataFrame, np.random.Generator], pd.DataFrame]
 """A runs table -> a table drawn under a claim's null (default: `permuted`)."""
 
 
-def _decide_all(planned: dict[str, list[str]] | None) -> Decide:
-    from analysis.claims import CLAIMS, _MixedNumerics
+def boundary_nulls() -> dict[str, Null]:
+    """The null of each claim with a boundary (`analysis.claims.Claim.boundary`): a
+    `permuted` table moved to the claim's boundary."""
+    from analysis.claims import CLAIMS
 
-    def decide(runs: pd.DataFrame) -> dict[str, list[str]]:
-        verdicts = {}
-        for claim in CLAIMS:
-            try:
-                verdicts[claim.name] = list(claim.decide(runs, planned or {})[0])
-            except _MixedNumerics:
-                verdicts[claim.name] = []
-        return verdicts
+    return {
+        claim.name: (lambda runs, rng, move=claim.boundary: move(permuted(runs, rng)))
+        for claim in CLAIMS
+        if claim.boundary is not None
+    }
 
-    return decide
+
+def _decide_all(plan: Plan | None) -> Decide:
+    from analysis.claims import CLAIMS, decide
+
+    def decide_all(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+        return {
+            claim.name: {part.name: part.verdict for part in decide(claim, runs, plan)[1]}
+            for claim in CLAIMS
+        }
+
+    return decide_all
 
 
 def _upper(hits: int, n: int, level: float = 0.95) -> float:
@@ -147,7 +163,7 @@ def _upper(hits: int, n: int, level: float = 0.95) -> float:
 
 def calibrate(
     runs: pd.DataFrame,
-    planned: dict[str, list[str]] | None = None,
+    plan: Plan | None = None,
     permutations: int = 200,
     resamples: int = 200,
     seed: int = 0,
@@ -160,7 +176,7 @@ def calibrate(
 
     Args:
         runs: The runs table of the study the claims read.
-        planned: Study -> the workloads its config plans (as `analysis.claims.claims_table`).
+        plan: What the study's config plans (`analysis.claims.study.Plan`).
         permutations: Null tables (`permuted`), >= 1. Default 200.
         resamples: Resampled tables (`resampled`), >= 0. Default 200.
         seed: Seeds both draws. Default 0.
@@ -168,7 +184,8 @@ def calibrate(
             claims of `analysis.claims`.
         progress: Called with a line now and then (e.g. ``print``). Default: silent.
         nulls: Claim name -> how to draw its null table, for the claims whose null is not
-            `permuted`; each such claim is decided on tables of its own. Default: none.
+            `permuted`; each such claim is decided on tables of its own. Default: with the
+            default ``decide``, `boundary_nulls`; else none.
 
     Returns:
         One row per claim and part, then per claim (``part`` ``all``), with
@@ -183,7 +200,8 @@ def calibrate(
         raise ValueError(
             f"need permutations >= 1 and resamples >= 0, got {permutations} and {resamples}"
         )
-    decide = decide or _decide_all(planned)
+    if decide is None:
+        decide, nulls = _decide_all(plan), boundary_nulls() if nulls is None else nulls
     real = decide(runs)
     rng = np.random.default_rng(seed)
 
@@ -198,11 +216,11 @@ def calibrate(
             for claim, parts in found.items():
                 if only is not None and claim not in only:
                     continue
-                for index, verdict in enumerate(parts):
-                    key = (claim, index)
+                for name, verdict in parts.items():
+                    key = (claim, name)
                     hits[key] = hits.get(key, 0) + (verdict == REPRODUCED)
-                key = (claim, "all")
-                hits[key] = hits.get(key, 0) + (bool(parts) and combine(parts) == REPRODUCED)
+                whole = bool(parts) and combine(list(parts.values())) == REPRODUCED
+                hits[(claim, ALL)] = hits.get((claim, ALL), 0) + whole
             if progress and (done + 1) % max(1, tables // 10) == 0:
                 progress(f"{what}: {done + 1} of {tables} tables")
         return hits
@@ -214,9 +232,8 @@ def calibrate(
     power = tally(resamples, lambda: resampled(runs, rng), "resampled") if resamples else {}
     rows = []
     for claim, parts in real.items():
-        labels: Sequence = [*range(len(parts)), "all"]
-        for label in labels:
-            verdict = combine(parts) if label == "all" else parts[label]
+        for label in [*parts, ALL]:
+            verdict = combine(list(parts.values())) if label == ALL else parts[label]
             hits = null.get((claim, label), 0)
             found = power.get((claim, label), 0)
             rows.append({

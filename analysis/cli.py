@@ -351,17 +351,23 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def _planned_workloads(
     parser: argparse.ArgumentParser, configfile: list[str] | None
-) -> dict[str, list[str]] | None:
-    """Study -> the workloads its config plans (None without ``--configfile``)."""
+) -> dict[str, dict[str, int | None]] | None:
+    """Study -> workload -> the trials per search its config plans (None: seeds), as
+    `analysis.claims.study.Plan` (None without ``--configfile``)."""
     if not configfile:
         return None
     from experiments.study import load_config, plan
 
     studies = plan(load_config(*[_existing(parser, "--configfile", f) for f in configfile]))
-    return {
-        name: sorted({studies.runs[path].spec.workload for path in paths})
-        for name, paths in studies.studies.items()
-    }
+    found: dict[str, dict[str, int | None]] = {}
+    for name, paths in studies.studies.items():
+        for path in paths:
+            spec = studies.runs[path].spec
+            trials = found.setdefault(name, {}).get(spec.workload)
+            if spec.trial is not None:
+                trials = max(trials or 0, spec.trial + 1)
+            found[name][spec.workload] = trials
+    return found
 
 
 def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

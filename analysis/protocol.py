@@ -17,6 +17,9 @@ expectation is of ``min(fresh examples to target, cap)``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -62,17 +65,23 @@ def crossing_step(rows: pd.DataFrame) -> float:
     return float(refine.max()) if len(refine) else float(rows["eval_every_fresh"].max())
 
 
-def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:
+def best_of_searches(
+    runs: pd.DataFrame, trials: Mapping[tuple[str, str], int] | None = None
+) -> pd.DataFrame:
     """Each tuned search reduced to its best trial (the paper's per-search value).
 
     Args:
         runs: The runs table (`analysis.records`); rows without a ``trial`` (fixed
             hyper-parameters, one run per seed) pass through unchanged.
+        trials: ``(study, workload)`` -> the trials per search its config plans
+            (`planned_trials`). Default None: as many as the most any search of the study and
+            workload has landed (a guess: when every search is short of its plan, they all
+            pass for complete).
 
     Returns:
         The untuned rows, then one row per (condition, repetition) whose trials have all
-        landed (as many as the most any search of its study and workload has; a search still
-        training is left out): the trial that reached the target with the fewest fresh
+        landed (a search still training is left out): the trial that reached the target with
+        the fewest fresh
         examples (ties: fewest steps), or, when none did, the search's first trial
         (``reached`` false). Its ``seed`` is the repetition, its
         ``hparams`` `SEARCHED` (``best_hparams`` keeps the winner's), ``lr`` the winner's;
@@ -98,6 +107,13 @@ def best_of_searches(runs: pd.DataFrame) -> pd.DataFrame:
     # A search still training (fewer trials than the most its study gives the workload) is
     # not a search yet: its best so far would be biased upwards.
     planned = tuned.groupby(["study", "workload"])["trial"].max().rename("_planned") + 1
+    if trials is not None:
+        planned = (
+            planned.index.to_frame(index=False)
+            .apply(lambda row: trials.get((row["study"], row["workload"]), math.inf), axis=1)
+            .set_axis(planned.index)
+            .rename("_planned")
+        )
     best = best.join(planned, on=["study", "workload"])
     best = best[best["trials"] == best.pop("_planned")]
     best["best_hparams"] = best["hparams"]

@@ -20,13 +20,15 @@ from analysis.calibration import (
 from analysis.claims import NOT_RESOLVED, REPRODUCED
 from analysis.cli import main
 
-BASELINE = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500], [2300, 2150, 2700]]
-FAST = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600], [1150, None, 1450]]
+BASELINE = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500], [2300, 2150, 2700],
+            [1950, 2250, 2800]]  # fmt: skip
+FAST = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600], [1150, None, 1450],
+        [1050, 1600, 1300]]  # fmt: skip
 
 
 @pytest.fixture
 def runs(tmp_path):
-    """An insertion study, 4 searches of 3 trials: echoing at e = 2 clearly needs fewer."""
+    """An insertion study, 5 searches of 3 trials: echoing at e = 2 clearly needs fewer."""
     return searched_runs(tmp_path, {("none", 1.0): BASELINE, ("before_augment", 2.0): FAST})
 
 
@@ -70,11 +72,13 @@ def test_a_clear_effect_has_power_and_no_false_positives_under_the_null(runs):
 
 def test_a_rule_that_always_says_reproduced_is_caught(runs):
     always = calibrate(
-        runs, permutations=10, resamples=0, decide=lambda table: {"any": [REPRODUCED]}
+        runs, permutations=10, resamples=0, decide=lambda table: {"any": {"a part": REPRODUCED}}
     )
-    row = always[always["part"] == 0].iloc[0]
+    row = always[always["part"] == "a part"].iloc[0]
     assert row["false_positive_rate"] == 1.0 and not row["meets_goal"]
-    never = calibrate(runs, permutations=10, resamples=5, decide=lambda t: {"x": [NOT_RESOLVED]})
+    never = calibrate(
+        runs, permutations=10, resamples=5, decide=lambda t: {"x": {"p": NOT_RESOLVED}}
+    )
     assert never["false_positive_rate"].eq(0).all() and never["power"].eq(0).all()
 
 
@@ -89,12 +93,12 @@ def test_a_claim_may_name_its_own_null(runs):
         runs,
         permutations=3,
         resamples=0,
-        decide=lambda table: {"a": [REPRODUCED], "b": [REPRODUCED]},
+        decide=lambda table: {"a": {"p": REPRODUCED}, "b": {"p": REPRODUCED}},
         nulls={"b": boundary},
     )
     # "b" is decided on its own null (here: the real table, so every one reads reproduced)
     assert seen == [len(runs)] * 3
-    assert found.set_index(["claim", "part"]).loc[("b", 0), "null_reproduced"] == 3
+    assert found.set_index(["claim", "part"]).loc[("b", "p"), "null_reproduced"] == 3
 
 
 def test_the_calibrate_command_writes_its_table(tmp_path, runs, capsys):
@@ -108,3 +112,31 @@ def test_the_calibrate_command_writes_its_table(tmp_path, runs, capsys):
     )
     with pytest.raises(SystemExit):
         main(["calibrate", "--runs", str(path), "--permutations", "0", "--out", str(out)])
+
+
+def test_an_at_most_claim_is_calibrated_at_its_boundary_not_at_no_effect(tmp_path):
+    """ "No harm" holds when echoing and the baseline are alike, so the permutation null alone
+    would read "reproduced" often: that is power at no effect. Its false positives are
+    counted where echoing is worse by the tolerance (the claim's boundary)."""
+    from test_analysis import make_record, write_record
+
+    from analysis import aggregate
+    from analysis.calibration import boundary_nulls
+
+    rng = np.random.default_rng(5)
+    records = []
+    for point in ("none", "before_augment"):
+        for seed in range(6):
+            record = make_record("lm1b_transformer", point, 2.0 if point != "none" else 1.0,
+                                 seed, None, stop_at_target=False, max_fresh=2000)  # fmt: skip
+            for row in record["eval_curve"]:
+                row["metric"] += float(rng.normal(0, 0.02))
+            records.append(record)
+    runs = aggregate({"no_harm": [write_record(tmp_path, r) for r in records]})[0]
+    plain = calibrate(runs, permutations=60, resamples=0, nulls={}, seed=2)
+    calibrated = calibrate(runs, permutations=60, resamples=0, seed=2)
+    key = ("claim_no_harm", "all")
+    at_no_effect = plain.set_index(["claim", "part"]).loc[key, "false_positive_rate"]
+    at_boundary = calibrated.set_index(["claim", "part"]).loc[key, "false_positive_rate"]
+    assert at_no_effect > 0.3 and at_boundary <= GOAL
+    assert "claim_no_harm" in boundary_nulls()

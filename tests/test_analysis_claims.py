@@ -1,5 +1,6 @@
 """The protocol estimator (best trial per search, expected best of k) and the claims table:
-every rule can return every verdict, and the table decides claims from records."""
+the paired sign test returns every verdict at its stated level, and the table decides claims
+from records."""
 
 from __future__ import annotations
 
@@ -21,12 +22,11 @@ from analysis.claims import (
     NOT_REPRODUCED,
     NOT_RESOLVED,
     REPRODUCED,
-    by_bootstrap,
-    by_ranges,
     claims_table,
     combine,
     markdown,
 )
+from analysis.claims.rules import ALPHA, MIN_PAIRS, compare, sign_p
 from analysis.cli import main
 from analysis.protocol import (
     SEARCHED,
@@ -52,52 +52,50 @@ def searched_runs(tmp_path: Path, conditions: dict, study: str = "insertion") ->
 
 
 @pytest.mark.parametrize(
-    ("x", "y", "strict", "verdict"),
+    ("x", "y", "margin", "verdict"),
     [
-        ([1, 2, 3], [5, 6, 7], True, REPRODUCED),
-        ([5, 6, 7], [5, 6, 7], True, NOT_REPRODUCED),  # the medians do not favour it
-        ([1, 4, 8], [3, 6, 9], True, NOT_RESOLVED),  # they do, the ranges overlap
-        ([1, 2, 3], [], True, NO_DATA),
-        ([5, 6, 7], [5.5, 6, 8], False, NOT_RESOLVED),
-        ([5, 6, 6.5], [7, 8, 9], False, REPRODUCED),
-        ([5, 5, 5], [5, 5, 5], False, REPRODUCED),  # ties are at most
-        ([9, 10, 11], [5, 6, 7], False, NOT_REPRODUCED),
+        ([1, 2, 3, 4, 5], [2, 3, 4, 5, 6], 0.0, REPRODUCED),  # 5 of 5 pairs below
+        ([1, 2, 3, 4, 5], [2, 3, 4, 5, 6], -0.5, REPRODUCED),  # below by more than the margin
+        ([1, 2, 3, 4, 5], [2, 3, 4, 5, 6], -1.0, NOT_RESOLVED),  # every pair a tie
+        ([2, 3, 4, 5, 6], [1, 2, 3, 4, 5], 0.0, NOT_REPRODUCED),  # 5 of 5 against
+        ([1, 2, 3, 4, 7], [2, 3, 4, 5, 6], 0.0, NOT_RESOLVED),  # 4 of 5: p = 0.19
+        ([1, 2, 3], [2, 3, 4], 0.0, NOT_RESOLVED),  # 3 pairs can never reproduce at 5%
+        ([6, 7, 8, 9, 10], [5, 6, 7, 8, 9], 1.5, REPRODUCED),  # "at most", within 1.5
+        ([], [], 0.0, NO_DATA),
     ],
 )
-def test_the_range_rule_returns_each_verdict(x, y, strict, verdict):
-    assert by_ranges(x, y, 0.5, strict=strict) == verdict
+def test_the_paired_sign_test_returns_each_verdict(x, y, margin, verdict):
+    assert compare(x, y, margin).verdict == verdict
 
 
-def test_the_range_rule_needs_a_separation_of_the_resolution():
-    assert by_ranges([4.8], [5.0], 0.1, strict=True) == REPRODUCED
-    assert by_ranges([4.8], [5.0], 0.5, strict=True) == NOT_REPRODUCED
+def test_unreached_runs_count_against_their_side_and_two_misses_tie():
+    inf = math.inf
+    found = compare([1, 2, inf, 4, 5, inf], [2, 3, 4, inf, 6, inf])
+    assert (found.favour, found.against, found.ties) == (4, 1, 1)
+    assert (found.reached_x, found.reached_y, found.n_x) == (4, 4, 6)
+    assert found.ratios == tuple(sorted([1 / 2, 2 / 3, 5 / 6]))  # pairs where both reached
+    assert "reached 4/6 vs 4/6" in found.describe()
 
 
-@pytest.mark.parametrize(
-    ("x", "y", "kwargs", "verdict"),
-    [
-        ([1.0, 1.1, 0.9, 1.05, 0.95], [2.0, 2.1, 1.9, 2.05, 1.95], {"strict": True}, REPRODUCED),
-        ([2.0, 2.1, 1.9, 2.05, 1.95], [1.0, 1.1, 0.9, 1.05, 0.95], {"strict": True},
-         NOT_REPRODUCED),
-        ([1.0, 3.0, 0.5, 1.2, 1.5], [2.0, 0.6, 2.9, 1.0, 1.6], {"strict": True}, NOT_RESOLVED),
-        ([], [1.0], {"strict": True}, NO_DATA),
-        ([4.0, 4.01, 3.99], [4.0, 4.0, 4.0], {"strict": False, "delta": 0.05, "difference": True},
-         REPRODUCED),
-        ([4.5, 4.6, 4.4], [4.0, 4.0, 4.0], {"strict": False, "delta": 0.05, "difference": True},
-         NOT_REPRODUCED),
-        ([3.0, 5.0, 4.0, 3.5, 4.6], [4.0, 4.1, 3.9], {"strict": False, "delta": 0.05,
-         "difference": True}, NOT_RESOLVED),
-    ],
-)  # fmt: skip
-def test_the_bootstrap_rule_returns_each_verdict(x, y, kwargs, verdict):
-    found, interval = by_bootstrap(x, y, **kwargs)
-    assert found == verdict
-    assert (interval is None) == (verdict == NO_DATA)
+def test_the_rule_says_reproduced_at_most_alpha_of_the_time_under_its_null():
+    """At the claim's boundary (x and y alike, or x = y + margin) the sign test's false
+    positives stay below ALPHA, whatever the noise; the interval covers as stated."""
+    rng = np.random.default_rng(0)
+    for margin in (0.0, 0.3):
+        hits = 0
+        for _ in range(4000):
+            y = rng.lognormal(size=5)
+            x = y * rng.lognormal(sigma=0.5, size=5) + margin
+            hits += compare(x, y, margin).verdict == REPRODUCED
+        assert hits / 4000 <= ALPHA
+        assert hits / 4000 == pytest.approx(sign_p(5, 5), abs=0.012)  # the exact rate
+    assert MIN_PAIRS == 5 and sign_p(4, 4) > ALPHA >= sign_p(5, 5)
 
 
-def test_the_bootstrap_is_seeded():
-    x, y = [1.0, 3.0, 0.5, 1.2, 1.5], [2.0, 0.6, 2.9, 1.0, 1.6]
-    assert by_bootstrap(x, y, strict=True) == by_bootstrap(x, y, strict=True)
+def test_the_interval_holds_a_value_and_says_its_coverage():
+    found = compare([2, 2.4, 3, 3.3, 2.7], [1, 1, 1, 1, 1])
+    assert found.interval == (2.0, 3.3) and found.coverage == pytest.approx(0.9375)
+    assert found.holds(3.25) and not found.holds(3.4)
 
 
 @pytest.mark.parametrize(
@@ -179,17 +177,24 @@ def test_expected_best_curves_count_a_miss_at_its_cap(tmp_path):
 # --- the claims table -------------------------------------------------------------------
 
 
-def _insertion(tmp_path: Path, echo: list[list[int]]) -> pd.DataFrame:
-    baseline = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]]
-    return searched_runs(tmp_path, {("none", 1.0): baseline, ("before_augment", 2.0): echo})
+BASELINE = [[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500], [2300, 2150, 2700],
+            [1950, 2250, 2800]]  # fmt: skip
+"""Five searches of three trials: bests 2000, 2050, 1900, 2150, 1950."""
+FEWER = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600], [1150, 1500, 1450],
+         [1050, 1600, 1300]]  # fmt: skip
+
+
+def _insertion(tmp_path: Path, echo: list[list[int | None]]) -> pd.DataFrame:
+    return searched_runs(tmp_path, {("none", 1.0): BASELINE, ("before_augment", 2.0): echo})
 
 
 @pytest.mark.parametrize(
     ("echo", "verdict"),
     [
-        ([[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]], REPRODUCED),
-        ([[2000, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]], NOT_REPRODUCED),
-        ([[1500, 2100, 2600], [2200, 2050, 3000], [1900, 2400, 2500]], NOT_RESOLVED),
+        (FEWER, REPRODUCED),
+        (BASELINE, NOT_REPRODUCED),  # no search fewer by the resolution
+        ([[2500, 2600, 2700]] * 5, NOT_REPRODUCED),  # every search above its pair
+        ([[1500] * 3, [2100] * 3, *[[1500] * 3] * 3], NOT_RESOLVED),  # 4 of 5 pairs
     ],
 )
 def test_the_claims_table_decides_fewer_fresh_examples_at_e2(tmp_path, echo, verdict):
@@ -198,26 +203,26 @@ def test_the_claims_table_decides_fewer_fresh_examples_at_e2(tmp_path, echo, ver
     assert list(table["claim"]) == [claim.name for claim in CLAIMS]
     row = table.set_index("claim").loc["claim_fewer_fresh_at_e2"]
     assert row["verdict"] == verdict
-    assert row["rule"] == "ranges over searches"
-    assert "cifar10_resnet" in row["ours"]
+    assert row["rule"] == (
+        "per workload: e=2 < baseline - resolution, paired sign test over searches"
+    )
+    assert "cifar10_resnet" in row["ours"] and "reached 5/5 vs 5/5" in row["ours"]
 
 
 def test_claims_without_their_study_have_no_data_and_never_below_is_decided(tmp_path):
-    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
-    table = claims_table(_insertion(tmp_path, echo)).set_index("claim")
+    table = claims_table(_insertion(tmp_path, FEWER)).set_index("claim")
     assert table.loc["claim_shuffle_buffer_helps", "verdict"] == NO_DATA
     assert table.loc["claim_shuffle_buffer_helps", "ours"] == "no runs yet"
-    # best per search 1050..1150 against baseline bests 1850..2000 / 2 = 925..1000
+    # refined bests per search 950..1150 against the baseline's / 2 = 925..1050, pair by pair
     assert table.loc["claim_never_below_1_over_e", "verdict"] == REPRODUCED
-    below = [[600, 700, 900], [650, 800, 900], [640, 700, 950]]
+    below = [[600, 700, 900]] * 5
     (tmp_path / "below").mkdir()
     table = claims_table(_insertion(tmp_path / "below", below))
     assert table.set_index("claim").loc["claim_never_below_1_over_e", "verdict"] == NOT_REPRODUCED
 
 
 def test_a_study_pooling_records_of_two_numerics_modes_decides_nothing(tmp_path):
-    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
-    runs = _insertion(tmp_path, echo)
+    runs = _insertion(tmp_path, FEWER)
     assert set(runs["numerics"]) == {"unpinned"}
     runs.loc[runs.index[:5], "numerics"] = "portable (torch 2.14.1, MKL 2024.0, oneDNN 3.12.0)"
     table = claims_table(runs).set_index("claim")
@@ -231,7 +236,7 @@ def test_a_study_pooling_records_of_two_numerics_modes_decides_nothing(tmp_path)
 def test_the_claims_command_writes_the_table_and_its_markdown(tmp_path, capsys):
     from analysis.records import write_tables
 
-    runs = _insertion(tmp_path, [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]])
+    runs = _insertion(tmp_path, FEWER)
     write_tables(runs, pd.DataFrame(), tmp_path / "runs.csv", tmp_path / "curves.csv")
     main(["claims", "--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "claims.csv")])
     table = pd.read_csv(tmp_path / "claims.csv", dtype=str, keep_default_na=False)
@@ -278,10 +283,11 @@ def test_the_cost_summary_says_what_is_left_and_when_nothing_is():
 
 
 def test_a_search_still_training_is_left_out_of_the_claims(tmp_path):
-    # the third search has 2 of its 3 trials: its (worse) best so far does not count
-    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [5000, 5000]]
-    table = claims_table(_insertion(tmp_path, echo)).set_index("claim")
-    assert table.loc["claim_fewer_fresh_at_e2", "verdict"] == REPRODUCED
+    # the fifth search has 2 of its 3 trials: its (worse) best so far does not count, so
+    # 4 searches are left, which cannot reproduce at 5%
+    echo = [*FEWER[:4], [5000, 5000]]
+    row = claims_table(_insertion(tmp_path, echo)).set_index("claim").loc["claim_fewer_fresh_at_e2"]
+    assert row["verdict"] == NOT_RESOLVED and "4 of 4 pairs for" in row["ours"]
 
 
 def test_refresh_blocks_shows_each_named_file(tmp_path):
@@ -307,11 +313,10 @@ def test_readme_shows_the_committed_generated_tables_as_the_code_wrote_them():
 
 
 def test_a_planned_workload_without_searches_keeps_every_workload_undecided(tmp_path):
-    echo = [[1100, 1300, 1500], [1200, 1250, 1700], [1000, 1400, 1600]]
-    runs = _insertion(tmp_path, echo)
-    planned = {"insertion": ["cifar10_resnet", "coco_ssd"]}
-    row = claims_table(runs, planned=planned).set_index("claim").loc["claim_fewer_fresh_at_e2"]
-    assert row["verdict"] == NOT_RESOLVED and "coco_ssd" in row["ours"]
+    runs = _insertion(tmp_path, FEWER)
+    plan = {"insertion": {"cifar10_resnet": 3, "coco_ssd": 3}}
+    row = claims_table(runs, plan=plan).set_index("claim").loc["claim_fewer_fresh_at_e2"]
+    assert row["verdict"] == NOT_RESOLVED and "coco_ssd: e=2 / baseline no pairs" in row["ours"]
     assert claims_table(runs).set_index("claim").loc["claim_fewer_fresh_at_e2", "verdict"] == (
         REPRODUCED
     )

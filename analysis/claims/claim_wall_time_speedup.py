@@ -1,0 +1,59 @@
+"""With a slow upstream, echoing before augmentation reaches the target in less wall time:
+per echo factor of the wall-time study, echoing's wall time to target against the
+baseline's, strict; and whether our interval of the paired speed-up holds the paper's
+3.25x at e = 5 (`PAPER_FACTOR`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.claims import Claim, Part
+from analysis.claims.study import Plan, StudyRuns
+
+__all__ = ["CLAIM", "PAPER_FACTOR", "PAPER_SPEEDUP"]
+
+PAPER_FACTOR = 5.0
+"""The echo factor of the paper's wall-time speed-up."""
+
+PAPER_SPEEDUP = 3.25
+"""The paper's speed-up at `PAPER_FACTOR` (ResNet-50, R about 6; the reference table's
+``wall_time_speedup``)."""
+
+
+def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
+    """One part per workload and echo factor before augmentation."""
+    study = StudyRuns(runs, "wall_time", plan)
+    parts = []
+    for workload in study.workloads():
+        base = study.baseline(workload)
+        wall = study.values(base, "wall_s_to_target")
+        r = float(base["R"].median()) if len(base) else float("nan")
+        rows = study.select(workload, echo_point="before_augment")
+        for factor, echo in rows.groupby("echo_factor"):
+            mine = study.values(echo, "wall_s_to_target")
+            found = study.compare(mine, wall, 0.0)
+            text = f"speed-up {found.describe(unit='x', invert=True)}, R {r:.1f}"
+            if float(factor) == PAPER_FACTOR:
+                speedup = study.compare(wall, mine, 0.0)  # its ratios: baseline / echo
+                holds = speedup.holds(PAPER_SPEEDUP)
+                text += (
+                    f"; the paper's {PAPER_SPEEDUP}x lies "
+                    f"{'inside' if holds else 'outside'} our interval"
+                    if holds is not None
+                    else ""
+                )
+            parts.append(Part(f"{workload} before_augment e={factor:g}", found.verdict, text))
+    return parts
+
+
+CLAIM = Claim(
+    name="claim_wall_time_speedup",
+    statement="With a slow upstream, echoing before augmentation reaches the target in less "
+    "wall time",
+    studies=("wall_time",),
+    rule="per factor: echo's wall time < the baseline's, paired sign test over seeds; the "
+    "paper's 3.25x at e = 5 against our interval",
+    decide=decide,
+    order=90,
+    also=("wall_time_speedup", "upstream_to_downstream_ratio"),
+)
