@@ -204,7 +204,7 @@ def test_the_claims_table_decides_fewer_fresh_examples_at_e2(tmp_path, echo, ver
     row = table.set_index("claim").loc["claim_fewer_fresh_at_e2"]
     assert row["verdict"] == verdict
     assert row["rule"] == (
-        "per workload: e=2 < baseline - resolution, paired sign test over searches"
+        "per workload: e=2 < baseline - resolution, paired sign test (searches or seeds)"
     )
     assert "cifar10_resnet" in row["ours"] and "reached 5/5 vs 5/5" in row["ours"]
 

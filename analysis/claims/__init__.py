@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.claims.rules import (
-    ALPHA,
     NO_DATA,
     NOT_REPRODUCED,
     NOT_RESOLVED,
@@ -194,10 +193,3 @@ def markdown(table: pd.DataFrame) -> str:
         cells = [row["statement"], row["paper"], row["ours"], row["rule"], f"**{row['verdict']}**"]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-RULE_WORDS = (
-    f"each part a one-sided exact sign test at {ALPHA:g} over paired searches or seeds "
-    "(analysis.claims.rules)"
-)
-"""The family's rule in words, for the docs."""

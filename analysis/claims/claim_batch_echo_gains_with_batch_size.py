@@ -53,7 +53,7 @@ CLAIM = Claim(
     statement="Batch echoing helps more (relative to its baseline) at each larger batch size",
     studies=("batch_size",),
     rule="per step to a larger batch: its echo / baseline ratio < the smaller's - resolution, "
-    "paired sign test over searches",
+    "paired sign test (searches or seeds)",
     decide=decide,
     order=70,
 )

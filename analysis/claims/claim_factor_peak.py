@@ -57,7 +57,7 @@ CLAIM = Claim(
     statement="Gains peak at a moderate e (4 or 8), yet e = 16 still beats the baseline",
     studies=("echo_factor",),
     rule="per point: e=16 < baseline - resolution, and the better of e=4 and e=8 (by "
-    "median) < e=16 - resolution, paired sign tests over searches",
+    "median) < e=16 - resolution, paired sign tests (searches or seeds)",
     decide=decide,
     order=60,
 )

@@ -29,7 +29,7 @@ CLAIM = Claim(
     statement="Echoing at e = 2 (before augmentation) reaches the target with fewer fresh "
     "examples than the baseline, for every workload",
     studies=("insertion",),
-    rule="per workload: e=2 < baseline - resolution, paired sign test over searches",
+    rule="per workload: e=2 < baseline - resolution, paired sign test (searches or seeds)",
     decide=decide,
     order=10,
 )

@@ -58,7 +58,8 @@ CLAIM = Claim(
     statement="Echoing before augmentation needs at most as many fresh examples as after "
     "augmentation, which needs at most as many as batch echoing",
     studies=("insertion",),
-    rule="per workload and adjacent points: x < y + resolution, paired sign test over searches",
+    rule="per workload and adjacent points: x < y + resolution, paired sign test (searches "
+    "or seeds)",
     decide=decide,
     order=30,
     boundary=boundary,

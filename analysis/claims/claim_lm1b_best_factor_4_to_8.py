@@ -49,7 +49,7 @@ CLAIM = Claim(
     "4 and 8",
     studies=("echo_factor",),
     rule="the better of e=4 and e=8 (by median) < e=2 - resolution and < e=16 - resolution, "
-    "paired sign tests over searches",
+    "paired sign tests (searches or seeds)",
     decide=decide,
     order=65,
 )

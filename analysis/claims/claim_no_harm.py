@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.claims import Claim, Part
+from analysis.claims.rules import ALPHA, MIN_PAIRS
 from analysis.claims.study import Plan, StudyRuns
 
 __all__ = ["CLAIM", "TOLERANCE", "boundary"]
@@ -43,13 +44,14 @@ def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
             x = pd.Series(sign * echo["best_metric"].to_numpy(float), index=echo["seed"].to_numpy())
             y = pd.Series(sign * base["best_metric"].to_numpy(float), index=base["seed"].to_numpy())
             found = study.compare(x, y, margin)
-            parts.append(Part(
-                f"{workload} {point}",
-                found.verdict,
+            few = found.pairs < MIN_PAIRS
+            text = (
                 f"best {metric} {echo['best_metric'].median():.3f} vs baseline "
                 f"{base['best_metric'].median():.3f}; {found.favour} of {found.pairs} pairs "
-                f"within {margin:.3f} or better (p {found.p_for:.3f})",
-            ))  # fmt: skip
+                f"within {margin:.3f} or better (p {found.p_for:.3f})"
+                + (f"; {found.pairs} pairs cannot reproduce at {ALPHA:g}" if few else "")
+            )
+            parts.append(Part(f"{workload} {point}", found.verdict, text))
     return parts
 
 

@@ -65,8 +65,8 @@ CLAIM = Claim(
     statement="Batch echoing on the ImageNet ResNet needs about as many fresh examples as "
     "the baseline",
     studies=("insertion",),
-    rule=f"within {EQUIVALENCE:.0%} of the baseline's median both ways (two one-sided paired "
-    "sign tests over searches)",
+    rule=f"within {EQUIVALENCE:.0%} of the baseline's median both ways: two one-sided "
+    "paired sign tests (searches or seeds)",
     decide=decide,
     order=35,
     boundary=boundary,

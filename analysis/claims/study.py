@@ -132,8 +132,3 @@ class StudyRuns:
         ys = y if isinstance(y, pd.Series) else self.values(y)
         keys = sorted(set(xs.index) & set(ys.index))
         return compare(xs.loc[keys].to_numpy(), scale_y * ys.loc[keys].to_numpy(), margin)
-
-    @property
-    def rule(self) -> str:
-        """The rule's words for this study's pairs."""
-        return "paired sign test over searches" if self.tuned else "paired sign test over seeds"
