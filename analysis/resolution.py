@@ -65,6 +65,8 @@ def resolution_table(runs: pd.DataFrame) -> pd.DataFrame:
         ValueError: ``runs`` lacks a needed column.
     """
     require_columns(runs, ["echo_point", "refine_every_fresh", "eval_every_fresh"], "runs")
+    if not len(runs):  # nothing landed yet
+        return pd.DataFrame(columns=RESOLUTION_COLUMNS)
     best = best_of_searches(runs)
     baseline = best[best["echo_point"] == "none"]
     share = study_cost(runs).set_index(list(PART))["eval_share"]

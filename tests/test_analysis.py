@@ -513,3 +513,18 @@ def test_importing_analysis_imports_no_pipeline_model_or_benchmark_code():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert set(result.stdout.strip().split(",")) <= allowed, result.stdout
+
+
+def test_a_study_with_nothing_landed_gives_empty_tables_and_claims_without_data(tmp_path):
+    """A long study's report before its first record: empty tables, every claim "no data"."""
+    from analysis.cli import main
+
+    landed = tmp_path / "landed.json"
+    landed.write_text("{}")
+    runs, curves = tmp_path / "runs.csv", tmp_path / "curves.csv"
+    main(["aggregate", "--study-file", str(landed), "--runs-out", str(runs),
+          "--curves-out", str(curves)])  # fmt: skip
+    main(["claims", "--runs", str(runs), "--out", str(tmp_path / "claims.csv")])
+    claims = pd.read_csv(tmp_path / "claims.csv")
+    assert len(claims) and set(claims["verdict"]) == {"no data"}
+    main(["resolution", "--runs", str(runs)])
