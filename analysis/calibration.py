@@ -21,6 +21,11 @@ not a false positive; such a claim's null is the null table moved to the claim's
 (its ``Claim.boundary``: e.g. echoing needing the resolution more than the baseline / e),
 where "reproduced" is wrong (`boundary_nulls`).
 
+A claim on a benchmark's table (`analysis.claims.Claim.table`) is calibrated on that table:
+its ``Claim.null`` shuffles each repeat's values among the cases it compares (moved to its
+boundary where it has one), its ``Claim.resample`` draws the benchmark's repeats with
+replacement (`analysis.claims.benchmark`).
+
 `calibrate` returns one row per claim and part (and one per claim for the combined verdict),
 with the rate's 95% Clopper-Pearson upper bound; `GOAL` is the largest false-positive rate a
 claim part may have.
@@ -31,7 +36,7 @@ claim part may have.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -144,13 +149,15 @@ def boundary_nulls() -> dict[str, Null]:
     }
 
 
-def _decide_all(plan: Plan | None) -> Decide:
+def _decide_all(plan: Plan | None, table: str = "runs") -> Decide:
+    """The registered claims on ``table`` (the runs table, or a benchmark's), as a `Decide`."""
     from analysis.claims import CLAIMS, decide
 
-    def decide_all(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+    def decide_all(rows: pd.DataFrame) -> dict[str, dict[str, str]]:
         return {
-            claim.name: {part.name: part.verdict for part in decide(claim, runs, plan)[1]}
+            claim.name: {part.name: part.verdict for part in decide(claim, rows, plan)[1]}
             for claim in CLAIMS
+            if claim.table == table
         }
 
     return decide_all
@@ -170,6 +177,7 @@ def calibrate(
     decide: Decide | None = None,
     progress: Callable[[str], None] | None = None,
     nulls: dict[str, Null] | None = None,
+    tables: Mapping[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """Each claim part's false-positive rate under the null and its power at the observed
     effect.
@@ -186,6 +194,9 @@ def calibrate(
         nulls: Claim name -> how to draw its null table, for the claims whose null is not
             `permuted`; each such claim is decided on tables of its own. Default: with the
             default ``decide``, `boundary_nulls`; else none.
+        tables: Benchmark tables by name, for the registered claims on benchmarks (with the
+            default ``decide``): each is decided on ``permutations`` tables drawn by its
+            ``Claim.null`` and ``resamples`` drawn by its ``Claim.resample``. Default None.
 
     Returns:
         One row per claim and part, then per claim (``part`` ``all``), with
@@ -200,18 +211,29 @@ def calibrate(
         raise ValueError(
             f"need permutations >= 1 and resamples >= 0, got {permutations} and {resamples}"
         )
+    benchmarks = []  # (claim, its table) for the claims on benchmarks' tables given
     if decide is None:
+        from analysis.claims import CLAIMS
+
         decide, nulls = _decide_all(plan), boundary_nulls() if nulls is None else nulls
+        given = tables or {}
+        benchmarks = [(c, given[c.table]) for c in CLAIMS if c.table in given]
     real = decide(runs)
+    for claim, table in benchmarks:
+        real.update(_decide_all(plan, claim.table)(table))
     rng = np.random.default_rng(seed)
 
     nulls = nulls or {}
 
     def tally(
-        tables: int, draw: Callable[[], pd.DataFrame], what: str, only: set[str] | None = None
+        count: int,
+        draw: Callable[[], pd.DataFrame],
+        what: str,
+        only: set[str] | None = None,
+        decide: Decide = decide,
     ) -> dict[tuple, int]:
         hits: dict[tuple, int] = {}
-        for done in range(tables):
+        for done in range(count):
             found = decide(draw())
             for claim, parts in found.items():
                 if only is not None and claim not in only:
@@ -221,15 +243,26 @@ def calibrate(
                     hits[key] = hits.get(key, 0) + (verdict == REPRODUCED)
                 whole = bool(parts) and combine(list(parts.values())) == REPRODUCED
                 hits[(claim, ALL)] = hits.get((claim, ALL), 0) + whole
-            if progress and (done + 1) % max(1, tables // 10) == 0:
-                progress(f"{what}: {done + 1} of {tables} tables")
+            if progress and (done + 1) % max(1, count // 10) == 0:
+                progress(f"{what}: {done + 1} of {count} tables")
         return hits
 
-    plain = set(real) - set(nulls)
+    plain = set(real) - set(nulls) - {claim.name for claim, _ in benchmarks}
     null = tally(permutations, lambda: permuted(runs, rng), "null", plain)
     for claim, draw in nulls.items():
         null.update(tally(permutations, lambda d=draw: d(runs, rng), f"null of {claim}", {claim}))
     power = tally(resamples, lambda: resampled(runs, rng), "resampled") if resamples else {}
+    for claim, table in benchmarks:
+        rules, only = _decide_all(plan, claim.table), {claim.name}
+        null.update(
+            tally(permutations, lambda c=claim, t=table: c.null(t, rng), claim.name, only, rules)
+        )
+        if resamples:
+            power.update(
+                tally(
+                    resamples, lambda c=claim, t=table: c.resample(t, rng), claim.name, only, rules
+                )
+            )
     rows = []
     for claim, parts in real.items():
         for label in [*parts, ALL]:

@@ -9,6 +9,9 @@
     python -m analysis summary --runs results/runs.csv --out results/summary.csv --markdown
     python -m analysis claims --runs results/protocol/runs.csv \
         --reference paper_figures/reference/papers.csv --out results/protocol/claims.csv
+    python -m analysis claims --runs results/runs.csv \
+        --sharing results/benchmarks/shared_loading.csv \
+        --echo-speedup results/benchmarks/echo_speedup.csv --out results/claims.csv
     python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis readme README.md
@@ -165,6 +168,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         nargs="+",
         help="the study's config: a planned workload not landed yet counts as a part without data",
     )
+    _benchmark_options(claims)
     claims.add_argument(
         "--out", required=True, help="claims CSV to write; the markdown table goes beside it (.md)"
     )
@@ -214,6 +218,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--resamples", type=int, default=200, help="resampled tables for the power (default 200)"
     )
     calibrate.add_argument("--seed", type=int, default=0, help="seed of both draws (default 0)")
+    _benchmark_options(calibrate)
     calibrate.add_argument("--out", required=True, help="CSV to write, one row per claim part")
     resolution = commands.add_parser(
         "resolution",
@@ -264,6 +269,36 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "readme": readme,
         "compare": compare,
         "verify": verify,
+    }
+
+
+def _claim_tables() -> list[str]:
+    """The benchmark tables the registered claims read (their ``Claim.table``); on the
+    ``claims`` and ``calibrate`` command lines each is an option (``--sharing``)."""
+    from analysis.claims import CLAIMS, RUNS
+
+    return sorted({claim.table for claim in CLAIMS} - {RUNS})
+
+
+def _benchmark_options(command: argparse.ArgumentParser) -> None:
+    from analysis.figures import TABLES
+
+    for table in _claim_tables():
+        command.add_argument(
+            table_option(table),
+            dest=table,
+            help=f"{TABLES[table].help}, for the claims on it; default: none (no data)",
+        )
+
+
+def _benchmark_tables(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """The benchmark tables given on the command line, by name."""
+    from analysis.figures import TABLES
+
+    return {
+        table: TABLES[table].read(_existing(parser, table_option(table), getattr(args, table)))
+        for table in _claim_tables()
+        if getattr(args, table) is not None
     }
 
 
@@ -341,7 +376,8 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         reference = load_reference(_existing(parser, "--reference", args.reference))
     if not args.out.lower().endswith(".csv"):
         parser.error(f"--out must end in .csv, got {args.out!r}")
-    table = claims_table(runs, reference, _planned_workloads(parser, args.configfile))
+    plan = _planned_workloads(parser, args.configfile)
+    table = claims_table(runs, reference, plan, _benchmark_tables(parser, args))
     text = markdown(table)
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     notes = Path(args.out).with_suffix(".md")
@@ -387,6 +423,7 @@ def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         resamples=args.resamples,
         seed=args.seed,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
+        tables=_benchmark_tables(parser, args),
     )
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     print(markdown_table(table))

@@ -20,6 +20,7 @@ __all__ = [
     "add_schema_options",
     "check_schema_options",
     "finish_trial",
+    "join_repeats",
     "machine_note",
     "print_table",
     "schema_section",
@@ -40,6 +41,13 @@ def write_csv(rows: Sequence[dict], path: str | Path) -> None:
             writer.writerows(rows)
 
     atomic_write(path, dump)
+
+
+def join_repeats(values: Sequence[float]) -> str:
+    """One value per repeat (a round, a trial repeated) as one CSV cell, ``;``-separated, in
+    the order they ran: ``"96.5;97.1;95.8"``. Repeat ``i`` of one case ran beside repeat ``i``
+    of every other case, so the claims (`analysis.claims.benchmark`) pair them."""
+    return ";".join(f"{float(value):.6g}" for value in values)
 
 
 def print_table(rows: Sequence[dict], columns: Sequence[str]) -> None:

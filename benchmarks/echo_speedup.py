@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from benchmarks.common import machine_note, print_table, write_csv
+from benchmarks.common import join_repeats, machine_note, print_table, write_csv
 from echo.torch import Echo, EchoOnStall
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "echo_cases",
     "main",
     "median_rates",
+    "rates_by_repeat",
     "run",
     "speedups",
     "steps_per_second",
@@ -129,14 +130,22 @@ def echo_cases(loader: Iterable, factors: Iterable[int], max_factor: int) -> dic
     return cases
 
 
-def median_rates(cases: dict[tuple, object], rounds: int, rate: Callable) -> dict[tuple, float]:
-    """Median over ``rounds`` of ``rate(batches)`` for each case; rounds interleave the cases,
-    so drift hits every case alike."""
+def rates_by_repeat(
+    cases: dict[tuple, object], rounds: int, rate: Callable
+) -> dict[tuple, list[float]]:
+    """``rate(batches)`` of each case in each of ``rounds`` rounds; rounds interleave the
+    cases, so drift hits every case of a round alike (round ``i`` of one case pairs with
+    round ``i`` of another)."""
     rates: dict[tuple, list[float]] = {key: [] for key in cases}
     for _ in range(rounds):
         for key, batches in cases.items():
             rates[key].append(rate(batches))
-    return {key: statistics.median(values) for key, values in rates.items()}
+    return rates
+
+
+def median_rates(cases: dict[tuple, object], rounds: int, rate: Callable) -> dict[tuple, float]:
+    """Median over ``rounds`` of ``rate(batches)`` for each case (`rates_by_repeat`)."""
+    return {k: statistics.median(v) for k, v in rates_by_repeat(cases, rounds, rate).items()}
 
 
 def speedups(rate: dict[tuple, float], measured_ratio: float) -> list[dict]:
@@ -183,7 +192,9 @@ def run(args: argparse.Namespace) -> list[dict]:
 
     Returns:
         One row per (R, mode, factor): R as asked and as run, the columns ``SPEEDUP_COLUMNS``
-        (`speedups`) and the settings they were measured with.
+        (`speedups`, of the rounds' medians), each round's steps/s of the case and of the
+        loop fed from memory (``*_by_repeat``, `benchmarks.common.join_repeats`), and the
+        settings they were measured with.
     """
     torch.set_num_threads(1)
     step_s = args.step_ms / 1000
@@ -192,9 +203,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for ratio in args.ratios:
         cases = cases_for(ratio, step_s, args)
-        rate = median_rates(
+        by_round = rates_by_repeat(
             cases, args.rounds, lambda batches: steps_per_second(batches, step, args.steps)
         )
+        rate = {key: statistics.median(values) for key, values in by_round.items()}
         # R as run: the upstream's (exact) wait per batch over the step time of the same
         # training loop fed from memory (no input pipeline at all).
         measured_ratio = ratio * step_s * rate[("in_memory", 1.0)]
@@ -208,7 +220,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "steps": args.steps,
                     "rounds": args.rounds,
                     **{key: case[key] for key in SPEEDUP_COLUMNS},
+                    "steps_per_s_by_repeat": join_repeats(by_round[case["mode"], case["factor"]]),
                     "in_memory_steps_per_s": rate[("in_memory", 1.0)],
+                    "in_memory_steps_per_s_by_repeat": join_repeats(by_round["in_memory", 1.0]),
                     "upstream": args.upstream,
                     "step_ms": args.step_ms,
                     "step_ms_measured": step.seconds * 1000,
@@ -251,7 +265,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--max-factor", type=int, default=8, help="EchoOnStall cap (8)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps per case (40)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per case; median (3)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds per case; median (3; the claims need >= 5)"
+    )
     parser.add_argument("--step-ms", type=float, default=10.0, help="downstream step (10 ms)")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per batch (64)")
     parser.add_argument(

@@ -29,7 +29,10 @@ does no training, so the numbers are loader throughput. CPU seconds are those of
 process of a trial (consumers, producer, all loader workers), sampled from /proc, and also
 split by role, in ms per batch received: the consumers' processes, their own loaders'
 workers (``own``), the producer's process (a server's, for tf.data service) and its loader's
-workers.
+workers. With ``--repeats K`` every trial runs K times, interleaved (repeat i of every
+mode before repeat i+1 of any); a row holds the repeats' medians and, per repeat, the
+aggregate throughput and the CPU per batch (``*_by_repeat``), which the claims on sharing pair
+repeat by repeat.
 
     python -m benchmarks.sharing --out benchmarks/results/shared_loading.csv
 """
@@ -38,10 +41,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import re
 import signal
+import statistics
 import sys
 import time
 import warnings
@@ -56,6 +61,7 @@ from benchmarks.common import (
     add_schema_options,
     check_schema_options,
     finish_trial,
+    join_repeats,
     machine_note,
     print_table,
     schema_section,
@@ -65,6 +71,7 @@ from experiments.procstat import TreeCpu
 
 __all__ = [
     "BATCH",
+    "BY_REPEAT",
     "FORK",
     "ROLES",
     "CpuBound",
@@ -75,6 +82,7 @@ __all__ = [
     "main",
     "make_dataset",
     "make_loader",
+    "merge_repeats",
     "own_consumer",
     "pool_producer",
     "run",
@@ -586,6 +594,34 @@ def run_trial(
     }
 
 
+BY_REPEAT = ("aggregate_batches_per_s", "cpu_ms_per_batch_received")
+"""The columns a row also holds per repeat (``<column>_by_repeat``,
+`benchmarks.common.join_repeats`): what the claims on sharing compare."""
+
+
+def merge_repeats(repeats: list[dict]) -> dict:
+    """One trial's repeats (`run_trial` rows, in the order they ran) as one row: the median of
+    each measured number, the fewest consumers that finished, the number of repeats, and
+    each repeat's value of the `BY_REPEAT` columns.
+
+    Args:
+        repeats (list[dict]): At least one row of the same (workload, N, mode).
+
+    Returns:
+        dict: The row.
+    """
+    row = dict(repeats[0])
+    for key, value in row.items():
+        if isinstance(value, float):
+            finite = [r[key] for r in repeats if math.isfinite(r[key])]
+            row[key] = statistics.median(finite) if finite else math.nan
+    row["consumers_finished"] = min(r["consumers_finished"] for r in repeats)
+    row["repeats"] = len(repeats)
+    for key in BY_REPEAT:
+        row[f"{key}_by_repeat"] = join_repeats([r[key] for r in repeats])
+    return row
+
+
 def run(
     out: str | Path, options: Mapping[str, Any], tensorsocket_path: str | None = None
 ) -> list[dict]:
@@ -619,20 +655,23 @@ def run(
         modes.remove("tensorsocket")
     torch.set_num_threads(1)
     work = calibrate_work()
-    rows = []
-    for workload in args.workloads:
-        for consumers in args.consumers:
-            for mode in modes:
-                if mode == "tfdata_service" and workload != "images":
-                    continue  # its workers cannot run the Python preprocessing of "cpu"
-                row = run_trial(mode, workload, consumers, args, work)
-                rows.append(row)
-                print(
-                    f"{workload:<7} {mode:<13} N={consumers} "
-                    f"{row['per_consumer_batches_per_s']:8.1f} batches/s per consumer, "
-                    f"{row['consumers_finished']}/{consumers} finished, cpu {row['cpu_s']:.1f} s",
-                    flush=True,
-                )
+    trials: dict[tuple, list[dict]] = {}
+    for repeat in range(args.repeats):  # interleaved: drift hits every mode's repeat alike
+        for workload in args.workloads:
+            for consumers in args.consumers:
+                for mode in modes:
+                    if mode == "tfdata_service" and workload != "images":
+                        continue  # its workers cannot run the Python preprocessing of "cpu"
+                    row = run_trial(mode, workload, consumers, args, work)
+                    trials.setdefault((workload, consumers, mode), []).append(row)
+                    print(
+                        f"{workload:<7} {mode:<13} N={consumers} repeat {repeat + 1}/"
+                        f"{args.repeats} {row['per_consumer_batches_per_s']:8.1f} batches/s "
+                        f"per consumer, {row['consumers_finished']}/{consumers} finished, "
+                        f"cpu {row['cpu_s']:.1f} s",
+                        flush=True,
+                    )
+    rows = [merge_repeats(repeats) for repeats in trials.values()]
     own = {(r["workload"], r["consumers"]): r for r in rows if r["mode"] == "own"}
     for row in rows:
         base = own.get((row["workload"], row["consumers"]))

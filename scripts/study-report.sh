@@ -28,7 +28,12 @@ mkdir -p "$out" "$figures"
 "$py" -m analysis aggregate --study-file "$out/landed.json" --runs-out "$out/runs.csv" \
     --curves-out "$out/eval_curves.csv"
 "$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
-"$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" \
+benchmarks=()  # the benchmark tables the claims on benchmarks read, where the study has them
+for option in --sharing=shared_loading --echo-speedup=echo_speedup; do
+    table=$out/benchmarks/${option#*=}.csv
+    [[ -f $table ]] && benchmarks+=("${option%%=*}" "$table")
+done
+"$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" "${benchmarks[@]}" \
     --configfile "${configs[@]}" --out "$out/claims.csv" >/dev/null
 "$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed

@@ -146,11 +146,14 @@ def test_6_a_complete_search_is_what_the_config_plans_not_the_longest_landed(tmp
 def test_8_every_claim_of_the_reference_table_has_a_module():
     """One registry, not a tuple kept in step with papers.csv by hand."""
     reference = pd.read_csv(ROOT / "paper_figures" / "reference" / "papers.csv")
-    wanted = set(reference.loc[reference["kind"] == "qualitative", "quantity"])
-    assert wanted == {claim.name for claim in CLAIMS}
+    qualitative = set(reference.loc[reference["kind"] == "qualitative", "quantity"])
+    numbers = set(reference.loc[reference["kind"] == "number", "quantity"])
+    names = {claim.name for claim in CLAIMS}
+    assert qualitative <= names <= qualitative | numbers
+    assert numbers - names <= {quoted for claim in CLAIMS for quoted in claim.also}
     for claim in CLAIMS:
         assert (ROOT / "analysis" / "claims" / f"{claim.name}.py").is_file()
-        assert claim.statement and claim.rule and claim.studies
+        assert claim.statement and claim.rule and (claim.studies or claim.table != "runs")
 
 
 @pytest.mark.parametrize("claim", [c.name for c in CLAIMS])

@@ -10,6 +10,11 @@ runs table into the claim's parts. Every part is decided by the same paired sign
 against seed); a part whose paper gives a number also says whether our interval holds it.
 `CLAIMS` is the registry, in each claim's ``order``; `claims_table` decides them all.
 
+A claim on a benchmark (the sharing loader's throughput and CPU, echoing against a slow
+upstream) reads that benchmark's table instead of the runs table (its ``table``, a key of
+``analysis.figures.TABLES``), pairs the benchmark's interleaved repeats, and says how its
+table is drawn under the null and resampled (`analysis.claims.benchmark`).
+
 Adding a claim is one new module here; the table, its markdown, README's Results and the
 calibration (`analysis.calibration`) read the registry.
 """
@@ -18,9 +23,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis.claims.rules import (
@@ -40,8 +46,10 @@ __all__ = [
     "NOT_RESOLVED",
     "NO_DATA",
     "REPRODUCED",
+    "RUNS",
     "VERDICTS",
     "Claim",
+    "Draw",
     "Part",
     "claims_table",
     "combine",
@@ -75,7 +83,13 @@ class Part:
 
 
 Decide = Callable[[pd.DataFrame, Plan], list[Part]]
-"""The runs table and the plan -> a claim's parts."""
+"""The claim's table (the runs table, or a benchmark's) and the plan -> a claim's parts."""
+
+Draw = Callable[[pd.DataFrame, np.random.Generator], pd.DataFrame]
+"""A claim's table -> a table drawn from it (under the null, or resampled)."""
+
+RUNS = "runs"
+"""The ``table`` of a claim decided from run records."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,12 @@ class Claim:
             runs table moved to the claim's boundary (``runs -> runs``), applied to a null
             table (`analysis.calibration.permuted`) to measure its false-positive rate; None
             (a claim of fewer or faster): the null table as it is.
+        table: What it decides from: `RUNS`, or a benchmark's table (a key of
+            ``analysis.figures.TABLES``, e.g. ``sharing``). Default `RUNS`.
+        null: For a claim on a benchmark's table: that table drawn under the claim's null
+            (moved to its boundary where it has one). Default None (a claim on runs).
+        resample: For a claim on a benchmark's table: that table's repeats drawn with
+            replacement (`analysis.claims.benchmark.resample_repeats`). Default None.
     """
 
     name: str
@@ -104,12 +124,15 @@ class Claim:
     order: int
     also: tuple[str, ...] = ()
     boundary: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    table: str = RUNS
+    null: Draw | None = None
+    resample: Draw | None = None
 
 
 def _discover() -> tuple[Claim, ...]:
     found = []
     for module in pkgutil.iter_modules(__path__):
-        if module.name in ("rules", "study") or module.name.startswith("_"):
+        if module.name in ("benchmark", "rules", "study") or module.name.startswith("_"):
             continue
         claim = importlib.import_module(f"{__name__}.{module.name}").CLAIM
         if claim.name != module.name:
@@ -138,20 +161,23 @@ def _paper(reference: pd.DataFrame | None, claim: Claim) -> str:
     return " ".join(parts)
 
 
-def decide(claim: Claim, runs: pd.DataFrame, plan: Plan | None = None) -> tuple[str, list[Part]]:
-    """``claim``'s verdict and parts on ``runs`` (`MIXED_NUMERICS` and no parts when a study
-    it reads pools numerics)."""
+def decide(claim: Claim, table: pd.DataFrame, plan: Plan | None = None) -> tuple[str, list[Part]]:
+    """``claim``'s verdict and parts on ``table``, its `Claim.table` (`MIXED_NUMERICS` and no
+    parts when a study it reads pools numerics)."""
     try:
-        parts = claim.decide(runs, plan or {})
+        parts = claim.decide(table, plan or {})
     except MixedNumerics:
         return MIXED_NUMERICS, []
     return combine([part.verdict for part in parts]), parts
 
 
 def claims_table(
-    runs: pd.DataFrame, reference: pd.DataFrame | None = None, plan: Plan | None = None
+    runs: pd.DataFrame,
+    reference: pd.DataFrame | None = None,
+    plan: Plan | None = None,
+    tables: Mapping[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
-    """Decide every claim of `CLAIMS` from the runs table.
+    """Decide every claim of `CLAIMS` from the runs table and the benchmarks' tables.
 
     Args:
         runs: The runs table (``analysis.records``) of a study config; a study it lacks
@@ -161,15 +187,22 @@ def claims_table(
         plan: What the config plans (`analysis.claims.study.Plan`): a planned workload
             without complete searches is a part without data, and a search is complete at
             its planned trials. Default None: the records' own workloads and searches.
+        tables: Benchmark tables by name (``sharing``, ``echo_speedup``) for the claims on
+            benchmarks; a claim whose table is not given gets `NO_DATA`. Default None.
 
     Returns:
         One row per claim with the columns `CLAIM_COLUMNS`.
     """
+    given = {**(tables or {}), RUNS: runs}
     rows = []
     for claim in CLAIMS:
         try:
-            parts = claim.decide(runs, plan or {})
-            ours = "; ".join(f"{p.name}: {p.text}: {p.verdict}" for p in parts) or "no runs yet"
+            if claim.table not in given:
+                parts, ours = [], f"no {claim.table} benchmark table"
+            else:
+                parts = claim.decide(given[claim.table], plan or {})
+                ours = "; ".join(f"{p.name}: {p.text}: {p.verdict}" for p in parts)
+                ours = ours or ("no runs yet" if claim.table == RUNS else "no rows")
             verdict, rule = combine([p.verdict for p in parts]), claim.rule
         except MixedNumerics as mixed:
             ours, rule, verdict = str(mixed), "none: records not comparable", MIXED_NUMERICS

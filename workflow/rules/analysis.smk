@@ -35,6 +35,7 @@ rule summary:
 rule claims:
     """The papers' claims decided by code from the records (analysis.claims)."""
     input:
+        unpack(claim_inputs),
         runs=rules.aggregate.output.runs,
         reference=config["reference"],
     output:
@@ -46,11 +47,12 @@ rule claims:
         python=PYTHON,
         # the plan: a search is complete at the trials the config asks for
         configs=" ".join(map(str, workflow.configfiles)) or "config/config.yaml",
+        tables=claim_tables,
     conda:
         "../envs/suite.yaml"
     shell:
         "{params.python} -m analysis claims --runs {input.runs} --reference {input.reference}"
-        " --configfile {params.configs} --out {output.csv} > {log} 2>&1"
+        " {params.tables} --configfile {params.configs} --out {output.csv} > {log} 2>&1"
 
 
 rule figure:

@@ -5,7 +5,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from analysis import figures
+from analysis import claims, figures
 from analysis.cli import table_option
 
 OUT = config["out_dir"]
@@ -82,6 +82,19 @@ def figure_tables(wildcards, input):
     """``--runs results/runs.csv --curves ...``: the `python -m analysis figure` options."""
     tables = figures.get(wildcards.name).inputs
     return " ".join(f"{table_option(table)} {input[table]}" for table in tables)
+
+
+def claim_inputs(wildcards):
+    """The benchmark tables the claims on benchmarks read (`analysis.claims.Claim.table`),
+    those the config runs."""
+    wanted = {claim.table for claim in claims.CLAIMS} - {claims.RUNS}
+    return {table: TABLES[table] for table in sorted(wanted) if table in config}
+
+
+def claim_tables(wildcards, input):
+    """``--sharing results/benchmarks/shared_loading.csv ...``: `python -m analysis claims`'s
+    benchmark options."""
+    return " ".join(f"{table_option(table)} {input[table]}" for table in claim_inputs(wildcards))
 
 
 def figure_caption(wildcards):
