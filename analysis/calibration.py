@@ -149,15 +149,16 @@ def boundary_nulls() -> dict[str, Null]:
     }
 
 
-def _decide_all(plan: Plan | None, table: str = "runs") -> Decide:
-    """The registered claims on ``table`` (the runs table, or a benchmark's), as a `Decide`."""
+def _decide_all(plan: Plan | None, table: str = "runs", names: set[str] | None = None) -> Decide:
+    """The registered claims on ``table`` (the runs table, or a benchmark's), those of
+    ``names`` only where given, as a `Decide`."""
     from analysis.claims import CLAIMS, decide
 
     def decide_all(rows: pd.DataFrame) -> dict[str, dict[str, str]]:
         return {
             claim.name: {part.name: part.verdict for part in decide(claim, rows, plan)[1]}
             for claim in CLAIMS
-            if claim.table == table
+            if claim.table == table and (names is None or claim.name in names)
         }
 
     return decide_all
@@ -212,12 +213,20 @@ def calibrate(
             f"need permutations >= 1 and resamples >= 0, got {permutations} and {resamples}"
         )
     benchmarks = []  # (claim, its table) for the claims on benchmarks' tables given
+
+    def rules(names: set[str]) -> Decide:
+        return decide  # a given decide: decided whole, ``names`` picked from what it says
+
     if decide is None:
         from analysis.claims import CLAIMS
 
         decide, nulls = _decide_all(plan), boundary_nulls() if nulls is None else nulls
         given = tables or {}
         benchmarks = [(c, given[c.table]) for c in CLAIMS if c.table in given]
+
+        def rules(names: set[str]) -> Decide:  # only the claims a table is drawn for
+            return _decide_all(plan, names=names)
+
     real = decide(runs)
     for claim, table in benchmarks:
         real.update(_decide_all(plan, claim.table)(table))
@@ -248,19 +257,33 @@ def calibrate(
         return hits
 
     plain = set(real) - set(nulls) - {claim.name for claim, _ in benchmarks}
-    null = tally(permutations, lambda: permuted(runs, rng), "null", plain)
+    null = tally(permutations, lambda: permuted(runs, rng), "null", plain, rules(plain))
     for claim, draw in nulls.items():
-        null.update(tally(permutations, lambda d=draw: d(runs, rng), f"null of {claim}", {claim}))
-    power = tally(resamples, lambda: resampled(runs, rng), "resampled") if resamples else {}
-    for claim, table in benchmarks:
-        rules, only = _decide_all(plan, claim.table), {claim.name}
         null.update(
-            tally(permutations, lambda c=claim, t=table: c.null(t, rng), claim.name, only, rules)
+            tally(
+                permutations,
+                lambda d=draw: d(runs, rng),
+                f"null of {claim}",
+                {claim},
+                rules({claim}),
+            )
+        )
+    on_runs = set(real) - {claim.name for claim, _ in benchmarks}
+    power = (
+        tally(resamples, lambda: resampled(runs, rng), "resampled", on_runs, rules(on_runs))
+        if resamples
+        else {}
+    )
+    for claim, table in benchmarks:
+        only = {claim.name}
+        mine = _decide_all(plan, claim.table, only)
+        null.update(
+            tally(permutations, lambda c=claim, t=table: c.null(t, rng), claim.name, only, mine)
         )
         if resamples:
             power.update(
                 tally(
-                    resamples, lambda c=claim, t=table: c.resample(t, rng), claim.name, only, rules
+                    resamples, lambda c=claim, t=table: c.resample(t, rng), claim.name, only, mine
                 )
             )
     rows = []

@@ -219,7 +219,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     calibrate.add_argument("--seed", type=int, default=0, help="seed of both draws (default 0)")
     _benchmark_options(calibrate)
-    calibrate.add_argument("--out", required=True, help="CSV to write, one row per claim part")
+    calibrate.add_argument(
+        "--out", required=True, help="CSV to write, one row per claim part; markdown beside (.md)"
+    )
     resolution = commands.add_parser(
         "resolution",
         help="per study and workload: the crossing's step against the tuned baseline's "
@@ -425,13 +427,17 @@ def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         progress=lambda line: print(line, file=sys.stderr, flush=True),
         tables=_benchmark_tables(parser, args),
     )
-    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
-    print(markdown_table(table))
     over = table[~table["meets_goal"]]
-    print(
-        f"\n{len(table) - len(over)} of {len(table)} claim parts read 'reproduced' on at most "
-        f"{GOAL:.0%} of {args.permutations} null tables; table: {args.out}"
+    text = (
+        markdown_table(table)
+        + f"\n\n{len(table) - len(over)} of {len(table)} claim parts read 'reproduced' on at "
+        f"most {GOAL:.0%} of {args.permutations} null tables (seed {args.seed}).\n"
     )
+    notes = Path(args.out).with_suffix(".md")
+    atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
+    atomic_write(notes, lambda temporary: temporary.write_text(text))
+    print(text, end="")
+    print(f"wrote {args.out} and {notes}")
 
 
 GENERATED = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)

@@ -4,9 +4,11 @@
 # is still running, e.g. the protocol study:
 #   scripts/study-report.sh config/protocol.yaml
 # Writes, under the config's out_dir: landed.json, runs.csv, eval_curves.csv, summary.csv,
-# claims.csv + claims.md, cost.md (per study and workload), cost_conditions.md, resolution.md
-# (the crossing's step and evaluation's share against their goals); and every figure of its
-# studies under its figures_dir.
+# claims.csv + claims.md, calibration.csv + calibration.md (each rule's false-positive rate on
+# PERMUTATIONS null tables, 1000, and its power on RESAMPLES, 200), cost.md (per study and
+# workload), cost_conditions.md, resolution.md (the crossing's step and evaluation's share
+# against their goals); and every figure of its studies under its figures_dir. The default
+# study's benchmark tables (benchmarks/*.csv under out_dir) go to the claims on benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -35,6 +37,10 @@ for option in --sharing=shared_loading --echo-speedup=echo_speedup; do
 done
 "$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" "${benchmarks[@]}" \
     --configfile "${configs[@]}" --out "$out/claims.csv" >/dev/null
+# each claim part's false "reproduced" under its null, and its power, on these records
+"$py" -m analysis calibrate --runs "$out/runs.csv" "${benchmarks[@]}" \
+    --configfile "${configs[@]}" --permutations "${PERMUTATIONS:-1000}" \
+    --resamples "${RESAMPLES:-200}" --out "$out/calibration.csv" >/dev/null
 "$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
@@ -56,4 +62,5 @@ for name in "${names[@]}"; do
 done
 drawn=0
 for name in "${names[@]}"; do [[ -n $name ]] && drawn=$((drawn + 1)); done
-echo "wrote $out/{runs,summary,claims}.csv, $out/{claims,cost,resolution}.md and $drawn figures in $figures"
+echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,cost,resolution}.md" \
+    "and $drawn figures in $figures"
