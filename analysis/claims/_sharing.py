@@ -4,14 +4,16 @@ running its own loader, repeat by repeat."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
+from analysis.claims import Part
 from analysis.claims.benchmark import by_repeat, permute_repeats, resample_repeats
+from analysis.claims.rules import NO_DATA, Comparison
 
-__all__ = ["BASE", "COLUMNS", "KEYS", "MODE", "null", "pairs", "resample"]
+__all__ = ["BASE", "COLUMNS", "KEYS", "MODE", "decide", "null", "pairs", "resample"]
 
 MODE = "shared"
 """The loading mode the claims are decided on: this project's `sharing.Producer`."""
@@ -38,6 +40,24 @@ def pairs(table: pd.DataFrame, column: str) -> Iterator[tuple[str, int, np.ndarr
             continue
         cells = (mine[column].iloc[0], base[column].iloc[0]) if column in rows else (None,) * 2
         yield str(workload), int(consumers), by_repeat(cells[0]), by_repeat(cells[1])
+
+
+def decide(
+    table: pd.DataFrame,
+    column: str,
+    judge: Callable[[np.ndarray, np.ndarray], tuple[Comparison, str]],
+) -> list[Part]:
+    """One part per workload and N >= 2 (`pairs` of ``column``): ``judge(ours, own)`` gives
+    its comparison and text; a table that kept no repeats gives a part without data."""
+    parts = []
+    for workload, consumers, ours, own in pairs(table, column):
+        name = f"{workload} N={consumers}"
+        if not len(ours) or len(ours) != len(own):
+            parts.append(Part(name, NO_DATA, "no repeats kept: rerun the benchmark"))
+            continue
+        found, text = judge(ours, own)
+        parts.append(Part(name, found.verdict, text))
+    return parts
 
 
 def null(table: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:

@@ -5,12 +5,13 @@ paper's 50% cost saving (`PAPER_RATIO` of the CPU) lies against our interval."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.claims import Claim, Part
 from analysis.claims import _sharing as sharing
 from analysis.claims.benchmark import place, relative
-from analysis.claims.rules import NO_DATA
+from analysis.claims.rules import Comparison
 from analysis.claims.study import Plan
 
 __all__ = ["CLAIM", "PAPER_RATIO", "RESOLUTION"]
@@ -25,20 +26,18 @@ cheaper, by needing less CPU-side hardware)."""
 _COLUMN = "cpu_ms_per_batch_received_by_repeat"
 
 
+def judge(ours: np.ndarray, own: np.ndarray) -> tuple[Comparison, str]:
+    """Shared's CPU per batch against own loaders', and where the paper's 0.5x lies."""
+    found = relative(ours, own, 1 - RESOLUTION)
+    where = place(found, PAPER_RATIO)
+    text = f"CPU per batch received over own loaders' {found.describe(unit='x')}"
+    text += f"; the paper's {PAPER_RATIO:g}x lies {where} our interval" if where else ""
+    return found, text
+
+
 def decide(table: pd.DataFrame, plan: Plan) -> list[Part]:
     """One part per workload and N >= 2."""
-    parts = []
-    for workload, consumers, ours, own in sharing.pairs(table, _COLUMN):
-        name = f"{workload} N={consumers}"
-        if not len(ours) or len(ours) != len(own):
-            parts.append(Part(name, NO_DATA, "no repeats kept: rerun the benchmark"))
-            continue
-        found = relative(ours, own, 1 - RESOLUTION)
-        where = place(found, PAPER_RATIO)
-        text = f"CPU per batch received over own loaders' {found.describe(unit='x')}"
-        text += f"; the paper's {PAPER_RATIO:g}x lies {where} our interval" if where else ""
-        parts.append(Part(name, found.verdict, text))
-    return parts
+    return sharing.decide(table, _COLUMN, judge)
 
 
 CLAIM = Claim(

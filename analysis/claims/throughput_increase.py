@@ -5,12 +5,13 @@ the paper's "up to 2x" (`PAPER_SPEEDUP`) lies against our interval."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.claims import Claim, Part
 from analysis.claims import _sharing as sharing
 from analysis.claims.benchmark import place, relative, seconds_per
-from analysis.claims.rules import NO_DATA
+from analysis.claims.rules import Comparison
 from analysis.claims.study import Plan
 
 __all__ = ["CLAIM", "PAPER_SPEEDUP", "RESOLUTION"]
@@ -24,20 +25,18 @@ PAPER_SPEEDUP = 2.0
 _COLUMN = "aggregate_batches_per_s_by_repeat"
 
 
+def judge(ours: np.ndarray, own: np.ndarray) -> tuple[Comparison, str]:
+    """Shared's seconds per batch against own loaders', and where the paper's 2x lies."""
+    found = relative(seconds_per(ours), seconds_per(own), 1 - RESOLUTION)
+    where = place(found, PAPER_SPEEDUP, invert=True)
+    text = f"aggregate batches/s over own loaders' {found.describe(unit='x', invert=True)}"
+    text += f"; the paper's up to {PAPER_SPEEDUP:g}x lies {where} our interval" if where else ""
+    return found, text
+
+
 def decide(table: pd.DataFrame, plan: Plan) -> list[Part]:
     """One part per workload and N >= 2."""
-    parts = []
-    for workload, consumers, ours, own in sharing.pairs(table, _COLUMN):
-        name = f"{workload} N={consumers}"
-        if not len(ours) or len(ours) != len(own):
-            parts.append(Part(name, NO_DATA, "no repeats kept: rerun the benchmark"))
-            continue
-        found = relative(seconds_per(ours), seconds_per(own), 1 - RESOLUTION)
-        where = place(found, PAPER_SPEEDUP, invert=True)
-        text = f"aggregate batches/s over own loaders' {found.describe(unit='x', invert=True)}"
-        text += f"; the paper's up to {PAPER_SPEEDUP:g}x lies {where} our interval" if where else ""
-        parts.append(Part(name, found.verdict, text))
-    return parts
+    return sharing.decide(table, _COLUMN, judge)
 
 
 CLAIM = Claim(
