@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -181,7 +182,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "cost", help="seconds per run and the whole study's estimate, per study and workload"
     )
     cost.add_argument(
-        "--runs", help="runs CSV (from aggregate) of the records landed; default: none yet"
+        "--runs",
+        help="runs CSV (from aggregate) of the records landed; default: the records of "
+        "--configfile's studies found on disk (none without --configfile)",
     )
     cost.add_argument(
         "--configfile", nargs="+", help="the study's config files, for the runs still planned"
@@ -494,6 +497,12 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 rows.append(row)
         planned = pd.DataFrame(rows)
         unique = len(studies.runs)
+        if runs is None:  # the records landed so far, read as aggregate would
+            landed = {
+                name: [path for path in paths if os.path.exists(path)]
+                for name, paths in studies.studies.items()
+            }
+            runs, _ = aggregate({name: paths for name, paths in landed.items() if paths})
     elif args.by == "condition" or runs is None:
         parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
     prior = None

@@ -495,6 +495,23 @@ def test_paths_of_merged_config_files(tmp_path, capsys):
     assert all("-r0-t" in line for line in merged)
 
 
+def test_cost_without_runs_reads_the_records_landed_under_the_config(tmp_path, capsys):
+    from test_analysis import make_record
+
+    from analysis.cli import main as analysis
+
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    every = paths(capsys, "--configfile", str(config), "--study", "insertion")
+    for written in every[:2]:
+        Path(written).parent.mkdir(parents=True, exist_ok=True)
+        Path(written).write_text(json.dumps(make_record(WORKLOAD)))  # total_s 10 each
+    analysis(["cost", "--configfile", str(config)])
+    out = capsys.readouterr().out
+    assert "2 records landed" in out
+    # the other planned runs priced at the landed runs' mean, not refused as "nothing landed"
+    assert "about 0.1 core-hours" in out
+
+
 def test_paths_with_a_bad_study_or_config_exits_2_naming_it(tmp_path, capsys):
     config = write_config(tmp_path / "c.yaml", tmp_path / "out")
     with pytest.raises(SystemExit) as exit_info:
