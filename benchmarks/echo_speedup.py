@@ -7,7 +7,7 @@ compute (single-threaded matmuls calibrated to ``--step-ms``). For each R it mea
 without echo (e=1), with batch echoing at fixed factors, and with `EchoOnStall`, side by side
 in one run, and reports each rate relative to e=1 next to the ideal min(e, R). R is taken as
 run: the upstream's time per batch over the time per step of the same loop fed from memory
-(no input pipeline), measured beside the cases.
+(no input pipeline), measured just before each case in each round.
 
     python -m benchmarks.echo_speedup --out benchmarks/results/echo_speedup.csv
 """
@@ -34,6 +34,7 @@ __all__ = [
     "echo_cases",
     "main",
     "median_rates",
+    "paired_rates",
     "rates_by_repeat",
     "run",
     "speedups",
@@ -143,6 +144,26 @@ def rates_by_repeat(
     return rates
 
 
+def paired_rates(
+    cases: dict[tuple, object], reference: Iterable, rounds: int, rate: Callable
+) -> tuple[dict[tuple, list[float]], dict[tuple, list[float]]]:
+    """Like `rates_by_repeat`, and ``rate(reference)`` measured just before each case of each
+    round, so that each case is paired with the reference run next to it in time (drift of
+    the machine between cases hits both of a pair alike).
+
+    Returns:
+        ``(rates, references)``: each case's rate per round, and the reference's rate
+        measured just before it in that round.
+    """
+    rates: dict[tuple, list[float]] = {key: [] for key in cases}
+    references: dict[tuple, list[float]] = {key: [] for key in cases}
+    for _ in range(rounds):
+        for key, batches in cases.items():
+            references[key].append(rate(reference))
+            rates[key].append(rate(batches))
+    return rates, references
+
+
 def median_rates(cases: dict[tuple, object], rounds: int, rate: Callable) -> dict[tuple, float]:
     """Median over ``rounds`` of ``rate(batches)`` for each case (`rates_by_repeat`)."""
     return {k: statistics.median(v) for k, v in rates_by_repeat(cases, rounds, rate).items()}
@@ -171,17 +192,15 @@ def speedups(rate: dict[tuple, float], measured_ratio: float) -> list[dict]:
 
 
 def cases_for(ratio: float, step_s: float, args: argparse.Namespace) -> dict[tuple, object]:
-    """(mode, factor) -> an iterable of batches, for upstream ratio ``ratio``."""
+    """(mode, factor) -> an iterable of batches, for upstream ratio ``ratio`` (`echo_cases`
+    over one DataLoader worker)."""
     loader = DataLoader(
         SlowUpstream(ratio * step_s, args.upstream, (args.batch_size, 16)),
         batch_size=None,
         num_workers=1,
         prefetch_factor=2,
     )
-    return {
-        ("in_memory", 1.0): itertools.repeat(torch.zeros(args.batch_size, 16)),
-        **echo_cases(loader, args.factors, args.max_factor),
-    }
+    return echo_cases(loader, args.factors, args.max_factor)
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -193,7 +212,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     Returns:
         One row per (R, mode, factor): R as asked and as run, the columns ``SPEEDUP_COLUMNS``
         (`speedups`, of the rounds' medians), each round's steps/s of the case and of the
-        loop fed from memory (``*_by_repeat``, `benchmarks.common.join_repeats`), and the
+        loop fed from memory just before it (``*_by_repeat``,
+        `benchmarks.common.join_repeats`; `paired_rates`), and the
         settings they were measured with.
     """
     torch.set_num_threads(1)
@@ -202,15 +222,19 @@ def run(args: argparse.Namespace) -> list[dict]:
     print(f"downstream step: {step.seconds * 1000:.2f} ms measured ({args.step_ms} ms asked)")
     rows = []
     for ratio in args.ratios:
-        cases = cases_for(ratio, step_s, args)
-        by_round = rates_by_repeat(
-            cases, args.rounds, lambda batches: steps_per_second(batches, step, args.steps)
+        by_round, memory = paired_rates(
+            cases_for(ratio, step_s, args),
+            itertools.repeat(torch.zeros(args.batch_size, 16)),  # no input pipeline at all
+            args.rounds,
+            lambda batches: steps_per_second(batches, step, args.steps),
         )
         rate = {key: statistics.median(values) for key, values in by_round.items()}
         # R as run: the upstream's (exact) wait per batch over the step time of the same
-        # training loop fed from memory (no input pipeline at all).
-        measured_ratio = ratio * step_s * rate[("in_memory", 1.0)]
+        # training loop fed from memory, over every one of its runs at this R.
+        in_memory = statistics.median(itertools.chain.from_iterable(memory.values()))
+        measured_ratio = ratio * step_s * in_memory
         for case in speedups(rate, measured_ratio):
+            key = case["mode"], case["factor"]
             rows.append(
                 {
                     "upstream_ratio_R": ratio,
@@ -220,9 +244,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "steps": args.steps,
                     "rounds": args.rounds,
                     **{key: case[key] for key in SPEEDUP_COLUMNS},
-                    "steps_per_s_by_repeat": join_repeats(by_round[case["mode"], case["factor"]]),
-                    "in_memory_steps_per_s": rate[("in_memory", 1.0)],
-                    "in_memory_steps_per_s_by_repeat": join_repeats(by_round["in_memory", 1.0]),
+                    "steps_per_s_by_repeat": join_repeats(by_round[key]),
+                    "in_memory_steps_per_s": statistics.median(memory[key]),
+                    "in_memory_steps_per_s_by_repeat": join_repeats(memory[key]),
                     "upstream": args.upstream,
                     "step_ms": args.step_ms,
                     "step_ms_measured": step.seconds * 1000,
