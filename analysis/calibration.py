@@ -48,10 +48,13 @@ from analysis.records import RUN_COLUMNS
 __all__ = [
     "ALL",
     "CALIBRATION_COLUMNS",
+    "DECIDABILITY_COLUMNS",
     "GOAL",
     "OUTCOME_COLUMNS",
+    "POWERFUL",
     "boundary_nulls",
     "calibrate",
+    "decidability",
     "permuted",
     "resampled",
 ]
@@ -306,3 +309,46 @@ def calibrate(
                 "power": found / resamples if resamples else float("nan"),
             })  # fmt: skip
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
+
+
+POWERFUL = 0.8
+"""The power (`calibrate`'s ``power``) at which a part left "not resolved" counts as one our
+scale could decide at the effect observed, had the data been a little kinder."""
+
+DECIDABILITY_COLUMNS = [
+    "claim", "verdict", "parts", "decided", "too_weak", "no_data", "highest_fpr",
+]  # fmt: skip
+"""Columns of `decidability`: per claim, its combined verdict, its parts, how many read
+"reproduced" or "not reproduced" (decided), how many "not resolved" with power under
+`POWERFUL` (too weak: our scale cannot decide them at the effect observed), how many have no
+data yet, and the highest false-positive rate of its parts."""
+
+
+def decidability(table: pd.DataFrame) -> pd.DataFrame:
+    """What a study's scale can decide, per claim, from `calibrate`'s table.
+
+    Args:
+        table: `calibrate`'s table (``CALIBRATION_COLUMNS``).
+
+    Returns:
+        One row per claim (``DECIDABILITY_COLUMNS``), in the table's order. A part left "not
+        resolved" with power at least `POWERFUL` counts in neither ``decided`` nor
+        ``too_weak``: its data were against it, not its scale.
+    """
+    from analysis.claims import NO_DATA, NOT_REPRODUCED, NOT_RESOLVED, REPRODUCED
+
+    rows = []
+    for claim, rows_of in table.groupby("claim", sort=False):
+        parts = rows_of[rows_of["part"] != ALL]
+        whole = rows_of.loc[rows_of["part"] == ALL, "verdict"]
+        weak = (parts["verdict"] == NOT_RESOLVED) & ~(parts["power"].fillna(0) >= POWERFUL)
+        rows.append({
+            "claim": claim,
+            "verdict": whole.iloc[0] if len(whole) else NO_DATA,
+            "parts": len(parts),
+            "decided": int(parts["verdict"].isin([REPRODUCED, NOT_REPRODUCED]).sum()),
+            "too_weak": int(weak.sum()),
+            "no_data": int((parts["verdict"] == NO_DATA).sum()),
+            "highest_fpr": float(parts["false_positive_rate"].max()) if len(parts) else 0.0,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=DECIDABILITY_COLUMNS)

@@ -413,7 +413,7 @@ def _planned_workloads(
 
 
 def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.calibration import GOAL, calibrate
+    from analysis.calibration import GOAL, calibrate, decidability
 
     runs = read_runs(_existing(parser, "--runs", args.runs))
     if not args.out.lower().endswith(".csv"):
@@ -437,10 +437,34 @@ def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         f"most {GOAL:.0%} of {args.permutations} null tables (seed {args.seed}).\n"
     )
     notes = Path(args.out).with_suffix(".md")
+    by_claim = notes.with_name(f"{notes.stem}_by_claim.md")
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     atomic_write(notes, lambda temporary: temporary.write_text(text))
+    summary = decidability_markdown(decidability(table))
+    atomic_write(by_claim, lambda temporary: temporary.write_text(summary))
     print(text, end="")
-    print(f"wrote {args.out} and {notes}")
+    print(f"wrote {args.out}, {notes} and {by_claim}")
+
+
+def decidability_markdown(table: pd.DataFrame) -> str:
+    """`analysis.calibration.decidability`'s table as Markdown, with readable headings and a
+    line saying what its columns count."""
+    from analysis.calibration import POWERFUL
+
+    headings = {
+        "too_weak": "too weak to decide",
+        "no_data": "no data yet",
+        "highest_fpr": "highest false-positive rate",
+    }
+    shown = table.assign(highest_fpr=table["highest_fpr"].map(lambda v: f"{v:.1%}"))
+    return (
+        markdown_table(shown.rename(columns=headings))
+        + f"\n\nA part is decided when it reads reproduced or not reproduced; too weak to "
+        f"decide when it reads not resolved and its rule reproduces on under {POWERFUL:.0%} "
+        f"of tables resampled at the effect observed (its power): at this scale and noise, "
+        f"the rule would seldom reproduce the part even were the effect observed the truth."
+        f"\n"
+    )
 
 
 GENERATED = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)

@@ -5,7 +5,8 @@
 #   scripts/study-report.sh config/protocol.yaml
 # Writes, under the config's out_dir: landed.json, runs.csv, eval_curves.csv, summary.csv,
 # claims.csv + claims.md, calibration.csv + calibration.md (each rule's false-positive rate on
-# PERMUTATIONS null tables, 1000, and its power on RESAMPLES, 200), cost.md (per study and
+# PERMUTATIONS null tables, 1000, and its power on RESAMPLES, 200), calibration_by_claim.md
+# (per claim: its parts decided, too weak to decide, without data), cost.md (per study and
 # workload), cost_conditions.md, resolution.md (the crossing's step and evaluation's share
 # against their goals); and every figure of its studies under its figures_dir. The default
 # study's benchmark tables (benchmarks/*.csv under out_dir) go to the claims on benchmarks.
@@ -62,5 +63,5 @@ for name in "${names[@]}"; do
 done
 drawn=0
 for name in "${names[@]}"; do [[ -n $name ]] && drawn=$((drawn + 1)); done
-echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,cost,resolution}.md" \
+echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,calibration_by_claim,cost,resolution}.md" \
     "and $drawn figures in $figures"

@@ -111,8 +111,33 @@ def test_the_calibrate_command_writes_its_table(tmp_path, runs, capsys):
     assert out.is_file() and "claim parts read 'reproduced' on at most 5%" in (
         capsys.readouterr().out
     )
+    by_claim = (tmp_path / "calibration_by_claim.md").read_text()
+    assert "| claim | verdict | parts | decided | too weak to decide |" in by_claim
     with pytest.raises(SystemExit):
         main(["calibrate", "--runs", str(path), "--permutations", "0", "--out", str(out)])
+
+
+def test_decidability_tells_decided_parts_from_those_too_weak_to_decide():
+    import pandas as pd
+
+    from analysis.calibration import ALL, decidability
+
+    rows = [  # claim, part, verdict, false-positive rate, power
+        ("a", "x", "reproduced", 0.02, 1.0),
+        ("a", "y", "not resolved", 0.01, 0.3),  # too weak: seldom reproduces at its effect
+        ("a", "z", "not resolved", 0.03, 0.9),  # powerful, unlucky: neither
+        ("a", ALL, "not resolved", 0.0, 0.2),
+        ("b", "x", "not reproduced", 0.0, 0.0),
+        ("b", "y", "no data", 0.0, 0.0),
+        ("b", ALL, "not reproduced", 0.0, 0.0),
+    ]
+    table = pd.DataFrame(rows, columns=["claim", "part", "verdict", "false_positive_rate", "power"])
+    found = decidability(table).set_index("claim")
+    assert found.loc["a", ["verdict", "parts", "decided", "too_weak", "no_data"]].tolist() == [
+        "not resolved", 3, 1, 1, 0
+    ]  # fmt: skip
+    assert found.loc["a", "highest_fpr"] == pytest.approx(0.03)  # of the parts, not ALL
+    assert found.loc["b", ["decided", "too_weak", "no_data"]].tolist() == [1, 0, 1]
 
 
 def test_an_at_most_claim_is_calibrated_at_its_boundary_not_at_no_effect(tmp_path):
@@ -165,3 +190,10 @@ def test_the_committed_calibration_holds_every_rule_to_the_goal(out):
     )
     over = table[table["false_positive_rate"] > GOAL]
     assert over.empty, f"over the goal:\n{over.to_string()}"
+    # README's "what this scale can decide" is of this calibration
+    from analysis.calibration import decidability
+    from analysis.cli import decidability_markdown
+
+    assert (root / "calibration_by_claim.md").read_text() == (
+        decidability_markdown(decidability(table))
+    ), "stale calibration_by_claim.md: rerun scripts/study-report.sh"
