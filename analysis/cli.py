@@ -522,11 +522,11 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         planned = pd.DataFrame(rows)
         unique = len(studies.runs)
         if runs is None:  # the records landed so far, read as aggregate would
-            landed = {
-                name: [path for path in paths if os.path.exists(path)]
+            runs, _ = aggregate({
+                name: written
                 for name, paths in studies.studies.items()
-            }
-            runs, _ = aggregate({name: paths for name, paths in landed.items() if paths})
+                if (written := [path for path in paths if os.path.exists(path)])
+            })  # fmt: skip
     elif args.by == "condition" or runs is None:
         parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
     prior = None

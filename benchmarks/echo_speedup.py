@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         in_memory = statistics.median(itertools.chain.from_iterable(memory.values()))
         measured_ratio = ratio * step_s * in_memory
         for case in speedups(rate, measured_ratio):
-            key = case["mode"], case["factor"]
+            case_key = case["mode"], case["factor"]
             rows.append(
                 {
                     "upstream_ratio_R": ratio,
@@ -244,9 +244,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "steps": args.steps,
                     "rounds": args.rounds,
                     **{key: case[key] for key in SPEEDUP_COLUMNS},
-                    "steps_per_s_by_repeat": join_repeats(by_round[key]),
-                    "in_memory_steps_per_s": statistics.median(memory[key]),
-                    "in_memory_steps_per_s_by_repeat": join_repeats(memory[key]),
+                    "steps_per_s_by_repeat": join_repeats(by_round[case_key]),
+                    "in_memory_steps_per_s": statistics.median(memory[case_key]),
+                    "in_memory_steps_per_s_by_repeat": join_repeats(memory[case_key]),
                     "upstream": args.upstream,
                     "step_ms": args.step_ms,
                     "step_ms_measured": step.seconds * 1000,
