@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -522,11 +521,7 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         planned = pd.DataFrame(rows)
         unique = len(studies.runs)
         if runs is None:  # the records landed so far, read as aggregate would
-            runs, _ = aggregate({
-                name: written
-                for name, paths in studies.studies.items()
-                if (written := [path for path in paths if os.path.exists(path)])
-            })  # fmt: skip
+            runs, _ = aggregate(studies.landed())
     elif args.by == "condition" or runs is None:
         parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
     prior = None

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,12 @@ class Plan:
 
     runs: dict[str, PlannedRun]
     studies: dict[str, list[str]]
+
+    def landed(self, keep: Callable[[str], bool] = os.path.exists) -> dict[str, list[str]]:
+        """Study name -> its record paths that `keep` accepts (default: those written), in
+        plan order; a study with none is left out."""
+        kept = {name: [p for p in paths if keep(p)] for name, paths in self.studies.items()}
+        return {name: paths for name, paths in kept.items() if paths}
 
 
 def _key(path: Any) -> str:
@@ -356,8 +363,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(numerics_report(written, studies)))
         return 1 if stale else 0
     if args.command == "studies":
-        listed = {name: [p for p in studies.studies[name] if wanted(p)] for name in chosen}
-        print(json.dumps({name: found for name, found in listed.items() if found}, indent=1))
+        kept = studies.landed(wanted)
+        print(json.dumps({name: kept[name] for name in chosen if name in kept}, indent=1))
         return 0
     for path in filter(wanted, paths):
         print(path)

@@ -484,6 +484,20 @@ def test_paths_missing_leaves_out_the_records_written(tmp_path, capsys):
     assert missing == every[:3] + every[5:]
 
 
+def test_studies_existing_lists_the_records_written_per_study_and_drops_empty_ones(
+    tmp_path, capsys
+):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    every = paths(capsys, "--configfile", str(config), "--study", "insertion")
+    for written in every[3:5]:
+        Path(written).parent.mkdir(parents=True, exist_ok=True)
+        Path(written).write_text("{}")
+    assert main(["studies", "--configfile", str(config), "--existing"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"insertion": every[3:5]}
+    assert main(["studies", "--configfile", str(config), "--study", "echo_factor"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["echo_factor"]
+
+
 def test_paths_of_merged_config_files(tmp_path, capsys):
     config = write_config(tmp_path / "c.yaml", tmp_path / "out")
     overlay = tmp_path / "search.yaml"
