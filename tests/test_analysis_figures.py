@@ -218,6 +218,15 @@ def test_unfinished_sharing_trials_are_marked(inputs):
     assert "did not finish" in texts(figure)
 
 
+def test_the_best_of_k_per_factor_names_each_echo_point_once_and_marks_each_factor(inputs):
+    figure = draw("expected_best_vs_factor", inputs)
+    labels = legend_labels(figure)
+    assert labels.count("example echoing before augmentation") == 1
+    assert not any("e = " in label for label in labels)
+    marks = [t.get_text() for a in figure.axes for t in a.texts]
+    assert "e=2" in marks and "e=4" in marks
+
+
 def test_cpu_per_sample_uses_the_batch_size(inputs):
     figure = draw("sharing_cpu", inputs, batch_size=32)
     assert "32-sample batches" in figure.axes[0].get_ylabel()

@@ -41,7 +41,8 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
 
     Args:
         sheet: The figure's sheet (its ``runs`` table).
-        by_factor: Label (and dash) the lines by echo factor as well as insertion point.
+        by_factor: Mark each line's echo factor at its end (the legend names each insertion
+            point once).
     """
     runs = sheet.tables["runs"]
     studied = runs[runs["study"] == sheet.study]
@@ -68,8 +69,6 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
             ratio = line["expected_best_fresh"] / line["expected_best_fresh_baseline"]
             sure = (line["p_any_reached"] >= 0.95) & (line["p_any_reached_baseline"] >= 0.95)
             style = echo_style(point)
-            if by_factor:
-                style["label"] = f"{style['label']}, e = {factor:g}"
             style.pop("marker")
             k = line.index.to_numpy(float)
             axis.plot(k, ratio.where(sure), linestyle="-", **style)
