@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Train the protocol study (config/protocol.yaml) in a fixed order of parts, the claims the
-# data-echoing paper is known for first (the insertion study on every workload, which
-# decides "fewer fresh examples at e = 2 on every workload"), then the fixed-hyper-parameter
-# studies (cheap, and four claims rest on them) before the e = 16 sweeps (which train up to
-# 16 steps per fresh batch: the costliest runs), then everything else (tables and figures
-# included).
+# data-echoing paper is known for first (the insertion study, which decides "fewer fresh
+# examples at e = 2 on every workload", with the factor sweeps to e = 8 beside it), then the
+# wall-time, batch-size, shuffle-buffer and no-harm studies (four claims rest on them) before
+# the e = 16 sweeps (which train up to 16 steps per fresh batch: the costliest runs), then
+# everything else (tables and figures included).
 # Resumable: records are atomic and never recomputed, so run it again after a stop.
 #   nohup scripts/protocol.sh > results/protocol/logs/driver.log 2>&1 &
 # Extra arguments go to every snakemake call (e.g. --cores 4, or --profile for SLURM).
