@@ -30,7 +30,8 @@ export ECHO_DATA_SKIPS_FILE
 trap '[ ! -s "$ECHO_DATA_SKIPS_FILE" ] || echo "test: $(cat "$ECHO_DATA_SKIPS_FILE")" >&2
       rm -f "$ECHO_DATA_SKIPS_FILE"' EXIT
 status=0
-.venv/bin/python -m pytest -m "$marks" "$@" || status=$?
+# --durations: the log names the slowest tests, where the suite's ~10-minute budget goes.
+.venv/bin/python -m pytest -m "$marks" --durations=20 "$@" || status=$?
 if [ "$status" = 5 ]; then
     echo "test: pytest collected no tests; that is a failure, not a pass" >&2
 fi
