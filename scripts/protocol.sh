@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the protocol study (config/protocol.yaml) in a fixed order of parts, the claims the
 # data-echoing paper is known for first (the insertion study, which decides "fewer fresh
-# examples at e = 2 on every workload", with the factor sweeps to e = 8 beside it), then the
+# examples at e = 2 on every workload", with the factor sweeps to e = 8 among it), then the
 # wall-time, batch-size, shuffle-buffer and no-harm studies (four claims rest on them) before
 # the e = 16 sweeps (which train up to 16 steps per fresh batch: the costliest runs), then
 # everything else (tables and figures included).
@@ -38,8 +38,8 @@ order=(
     "insertion imagenet_resnet"
     "insertion cifar10_resnet"
     "echo_factor imagenet_resnet 4 8"
-    "echo_factor cifar10_resnet 4 8"
     "insertion coco_ssd"
+    "echo_factor cifar10_resnet 4 8"
     "wall_time imagenet_resnet"
     "batch_size imagenet_resnet"
     "shuffle_buffer cifar10_resnet"
