@@ -8,6 +8,9 @@
 # Resumable: records are atomic and never recomputed, so run it again after a stop.
 #   nohup scripts/protocol.sh > results/protocol/logs/driver.log 2>&1 &
 # Extra arguments go to every snakemake call (e.g. --cores 4, or --profile for SLURM).
+# The whole script is one group that bash reads before it runs any of it, so editing this
+# file while a study trains does not change (or break) the run under way.
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -53,3 +56,5 @@ for entry in "${order[@]}"; do
     part $entry
 done
 .venv/bin/snakemake "${extra[@]}" --configfile "$config" --rerun-triggers mtime --keep-going
+exit
+}
