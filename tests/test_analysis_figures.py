@@ -227,6 +227,20 @@ def test_the_best_of_k_per_factor_names_each_echo_point_once_and_marks_each_fact
     assert "e=2" in marks and "e=4" in marks
 
 
+def test_end_marks_of_lines_that_end_together_are_moved_apart():
+    import matplotlib.pyplot as plt
+
+    from analysis.figures._best_of_k import MARK_GAP, _mark_ends
+
+    figure, axis = plt.subplots()
+    axis.set_ylim(0, 1)
+    _mark_ends(axis, [(0.50, 8, "e=4", "C0"), (0.50, 8, "e=8", "C1"), (0.20, 8, "e=2", "C2")])
+    heights = sorted(text.xyann[1] for text in axis.texts)
+    assert heights[0] == 0.20 and heights[1] == 0.50  # a mark alone stays at its line's end
+    assert heights[2] - heights[1] >= MARK_GAP - 1e-9
+    plt.close(figure)
+
+
 def test_cpu_per_sample_uses_the_batch_size(inputs):
     figure = draw("sharing_cpu", inputs, batch_size=32)
     assert "32-sample batches" in figure.axes[0].get_ylabel()

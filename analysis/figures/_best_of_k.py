@@ -4,6 +4,7 @@ echo condition, its expected fewest fresh examples to target among k trials
 
 from __future__ import annotations
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from analysis.figures._common import (
@@ -63,6 +64,7 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
             echoes.groupby(["echo_point", "echo_factor"]).groups,
             key=lambda key: (order.get(key[0], 9), key[1]),
         )
+        marks: list[tuple[float, float, str, str]] = []  # (y, x, text, colour) of line ends
         for point, factor in keys:
             line = echoes[(echoes["echo_point"] == point) & (echoes["echo_factor"] == factor)]
             line = line.set_index("k").join(base.add_suffix("_baseline"), how="inner")
@@ -75,10 +77,9 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
             style.pop("label")
             axis.plot(k, ratio.where(~sure | sure.shift(-1, fill_value=False)), ":", **style)
             if by_factor:
-                axis.annotate(
-                    f"e={factor:g}", (k[-1], ratio.iloc[-1]), fontsize=7, color=style["color"]
-                )
+                marks.append((float(ratio.iloc[-1]), float(k[-1]), f"e={factor:g}", style["color"]))
         axis.axhline(1.0, color="0.45", linewidth=1, label="baseline (tuned alike)")
+        _mark_ends(axis, marks)
         axis.set_xlim(1, max(2, int(rows["k"].max())))  # a linear margin would reach 0
         log2_axis(axis, "x")
         axis.set(
@@ -97,3 +98,18 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
             )
         axes[0, 0].set(xlabel="trials k", ylabel="expected best fresh examples")
     return drawing
+
+
+MARK_GAP = 0.045
+"""The least vertical distance between two end marks, as a share of the panel's height."""
+
+
+def _mark_ends(axis: Axes, marks: list[tuple[float, float, str, str]]) -> None:
+    """Write each ``(y, x, text, colour)`` at its line's end, moving marks up as little as
+    needed so that no two lie closer than `MARK_GAP` of the panel's height."""
+    low, high = axis.get_ylim()
+    gap = MARK_GAP * (high - low)
+    placed = -float("inf")
+    for y, x, text, colour in sorted(marks):
+        placed = max(y, placed + gap)
+        axis.annotate(text, (x, y), xytext=(x, placed), fontsize=7, color=colour)
