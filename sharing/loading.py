@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -56,6 +57,25 @@ class LoaderFailed(NamedTuple):
 
 
 Item = Loaded | Owed | EpochEnd | LoaderDone | LoaderFailed
+
+
+def released(error: BaseException) -> BaseException:
+    """``error``, its traceback's finished frames cleared of their locals (in place).
+
+    A loader's error is raised again in another thread, and may be kept long after. Its
+    traceback's frames hold the loader's iterator; a DataLoader's owns its worker processes.
+    Cleared, the iterator goes now and shuts its workers down in order. Kept, it lives as
+    long as the error, and its workers are terminated at exit, leaving their temporary folders
+    behind. The traceback still names every file and line.
+
+    Args:
+        error (BaseException): What the loader raised, caught in the frame that iterates it.
+
+    Returns:
+        BaseException: ``error`` itself.
+    """
+    traceback.clear_frames(error.__traceback__)
+    return error
 
 
 def length(loader: Any) -> int | None:
@@ -152,7 +172,7 @@ class LoaderThread:
             if self._put(LoaderDone()):
                 self._load_owed()
         except BaseException as error:  # re-raised by the serving loop in the caller's thread
-            self._put(LoaderFailed(error))
+            self._put(LoaderFailed(released(error)))
 
     def _load_owed(self) -> None:
         while not self._stop.is_set():

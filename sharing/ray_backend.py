@@ -61,6 +61,7 @@ from sharing.endpoint import RAY_SCHEME as SCHEME
 from sharing.endpoint import is_ray_endpoint
 from sharing.errors import ProducerGone, SharingError
 from sharing.layout import first_dim
+from sharing.loading import released
 from sharing.producer import Producer
 
 __all__ = [
@@ -809,7 +810,7 @@ class RayProducer(Producer):
                         return
                 offer(done)
             except BaseException as error:  # raised in the serving thread
-                offer(done, error)
+                offer(done, released(error))
 
         thread = threading.Thread(target=load, name="sharing-ray-loader", daemon=True)
         thread.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -63,25 +64,30 @@ def collect(results, count, timeout=30):
     return sorted((results.get(timeout=timeout) for _ in range(count)), key=lambda r: str(r[0]))
 
 
-def shm_entries() -> set[str]:
+def left_entries() -> set[str]:
     """Entries of /dev/shm but POSIX semaphores (the shared loader makes none; other
-    processes on the machine, e.g. spawned multiprocessing pools, keep theirs there)."""
-    return {name for name in os.listdir("/dev/shm") if not name.startswith("sem.")}
+    processes on the machine, e.g. spawned multiprocessing pools, keep theirs there), and
+    multiprocessing's ``pymp-*`` folders in the temp folder (a process that sends file
+    descriptors, as a DataLoader's worker does, makes one, removed when it exits in order)."""
+    temp = tempfile.gettempdir()
+    return {
+        f"/dev/shm/{name}" for name in os.listdir("/dev/shm") if not name.startswith("sem.")
+    } | {os.path.join(temp, name) for name in os.listdir(temp) if name.startswith("pymp-")}
 
 
 @contextlib.contextmanager
-def no_shm_left() -> Iterator[None]:
-    """Check that nothing new is left in /dev/shm (the shared loader creates nothing there).
+def no_leftovers() -> Iterator[None]:
+    """Check that nothing new is left in /dev/shm or multiprocessing's temp folders.
 
-    The folder is the machine's: an entry that goes away within a second was another
-    process's passing use (a semaphore, a tensor on its way), not a leak.
+    Both are the machine's: an entry that goes away within a second was another process's
+    passing use (a semaphore, a tensor on its way, a worker exiting), not a leak.
     """
-    before = shm_entries()
+    before = left_entries()
     yield
-    new = shm_entries() - before
+    new = left_entries() - before
     for _ in range(10):
         if not new:
             break
         time.sleep(0.1)
-        new &= shm_entries()
-    assert new == set(), f"left in /dev/shm: {sorted(new)}"
+        new &= left_entries()
+    assert new == set(), f"left behind: {sorted(new)}"

@@ -21,13 +21,13 @@ pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture
-def no_shm_left():
-    with checks.no_shm_left():
+def no_leftovers():
+    with checks.no_leftovers():
         yield
 
 
 @pytest.mark.parametrize("consumers", [1, 2, 3, 4])
-def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, no_shm_left):
+def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, no_leftovers):
     results = FORK.Queue()
     with Producer(id_batches(203, 16), epochs=2, consumers=consumers) as producer:
         procs = [start(consume, producer.endpoint, results, 2, None, i) for i in range(consumers)]
@@ -43,7 +43,7 @@ def test_every_consumer_gets_every_batch_once_in_order_with_the_tail(consumers, 
     assert metrics["batches_served"] == consumers * 2 * 13
 
 
-def test_mixed_batch_sizes_slice_and_concatenate(no_shm_left):
+def test_mixed_batch_sizes_slice_and_concatenate(no_leftovers):
     results = FORK.Queue()
     sizes = {"half": 8, "same": 16, "double": 32, "quarter": 4}
     with Producer(id_batches(100, 16), epochs=1, consumers=len(sizes)) as producer:
@@ -83,7 +83,7 @@ def test_any_batch_size_is_recut_across_producer_batches_copying_only_what_spans
 
 
 @pytest.mark.parametrize(("replay_batches", "mode"), [(None, "replay"), (0, "wrap")])
-def test_late_joiner_starts_at_once_and_sees_each_sample_once(replay_batches, mode, no_shm_left):
+def test_late_joiner_starts_at_once_and_sees_each_sample_once(replay_batches, mode, no_leftovers):
     results = FORK.Queue()
     source = id_batches(320, 16, delay_s=0.02)  # 20 batches, about 0.4 s an epoch
     with Producer(source, epochs=2, replay_batches=replay_batches) as producer:
@@ -135,7 +135,7 @@ def _epochs_until_the_end(endpoint, results):
     results.put((epochs, consumer.epochs_done, after))
 
 
-def test_finish_serves_the_epoch_in_progress_whole_then_ends_the_stream(no_shm_left):
+def test_finish_serves_the_epoch_in_progress_whole_then_ends_the_stream(no_leftovers):
     results = FORK.Queue()
     with Producer(id_batches(160, 16, delay_s=0.01), epochs=None) as producer:
         start(_epochs_until_the_end, producer.endpoint, results)
@@ -182,7 +182,7 @@ def _leave_after(endpoint, batches, how):
 
 
 @pytest.mark.parametrize("how", ["leave", "sigkill"])
-def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_shm_left):
+def test_a_consumer_leaving_or_killed_never_stalls_the_others(how, no_leftovers):
     results = FORK.Queue()
     source = id_batches(640, 16, delay_s=0.01)
     with Producer(source, epochs=1, consumers=2, max_lag=2) as producer:
@@ -223,7 +223,7 @@ def _produce_with_workers(endpoint_queue):
 
 
 @pytest.mark.parametrize("workers", [False, True])
-def test_killed_producer_makes_consumers_raise_within_five_seconds(workers, no_shm_left):
+def test_killed_producer_makes_consumers_raise_within_five_seconds(workers, no_leftovers):
     """With loader workers, which outlive the producer a while and hold copies of its
     sockets, the consumer must still notice."""
     endpoints = FORK.Queue()

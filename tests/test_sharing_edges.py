@@ -8,10 +8,11 @@ import signal
 import socket
 import threading
 import time
+import traceback
 
 import pytest
 import torch
-from sharing_checks import FORK, consume, id_batches, no_shm_left, start
+from sharing_checks import FORK, consume, id_batches, no_leftovers, start
 
 from sharing import Consumer, LateJoinError, Producer, SharingError, StreamEnded, protocol
 from sharing.endpoint import default_endpoint, listen
@@ -34,7 +35,7 @@ def test_the_wait_for_the_welcome_honours_timeout_s():
     """The welcome comes with the producer's first batch; a consumer waits for it as long as
     its ``timeout_s`` says (None: as long as the producer lives), not a fixed 30 s."""
     outcome, results = FORK.Queue(), FORK.Queue()
-    with no_shm_left(), Producer(id_batches(64, 16, first_delay_s=4.0), epochs=1) as producer:
+    with no_leftovers(), Producer(id_batches(64, 16, first_delay_s=4.0), epochs=1) as producer:
         start(_connect_timed, producer.endpoint, outcome, 0.5)
         start(consume, producer.endpoint, results, 1, None, "patient", timeout_s=None)
         producer.serve()
@@ -78,7 +79,7 @@ def test_a_late_join_in_the_last_epoch_wraps_onto_batches_loaded_for_it_alone():
     outcome, results, served = FORK.Queue(), FORK.Queue(), FORK.Event()
     # 20 batches, about 1 s: the late joiners connect after batch 3, well before the end
     source = _Signalling(id_batches(320, 16, delay_s=0.05), served, after=3)
-    with no_shm_left(), Producer(source, epochs=1, replay_batches=0) as producer:
+    with no_leftovers(), Producer(source, epochs=1, replay_batches=0) as producer:
         start(consume, producer.endpoint, results, 1, None, "early")
         for late_join in ("auto", "next_epoch"):
             start(_join_late, producer.endpoint, outcome, late_join, served)
@@ -108,7 +109,7 @@ def _iterate_reporting(endpoint, outcome):
 
 def test_a_producer_stopped_mid_epoch_makes_its_consumers_raise_not_end_short():
     outcome = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
+    with no_leftovers(), Producer(id_batches(100_000, 16, delay_s=0.01), epochs=1) as producer:
         start(_iterate_reporting, producer.endpoint, outcome)
         threading.Timer(0.5, producer.stop).start()
         producer.serve()
@@ -132,7 +133,7 @@ def test_a_stale_socket_file_left_by_a_killed_producer_is_replaced(tmp_path):
     killed.join(10)
     assert path.exists()  # nobody removed it
     results = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(48, 16), endpoint=endpoint, epochs=1) as producer:
+    with no_leftovers(), Producer(id_batches(48, 16), endpoint=endpoint, epochs=1) as producer:
         start(consume, endpoint, results, 1, None, "new")
         producer.serve()
         (_, _, epochs, _) = results.get(timeout=30)
@@ -185,7 +186,7 @@ def _script_env():
 def test_consumers_that_call_leave_are_counted_as_left_never_as_lost():
     """Both leave while the producer is still sending to them (a fast loader)."""
     left = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(16_000, 16), epochs=1, consumers=2) as producer:
+    with no_leftovers(), Producer(id_batches(16_000, 16), epochs=1, consumers=2) as producer:
         for _ in range(2):
             start(_leave_early, producer.endpoint, 3, left)
         _serve_until(producer, lambda: [left.get(timeout=30) for _ in range(2)])
@@ -259,7 +260,7 @@ def test_a_forked_copy_of_a_consumer_does_not_leave_for_its_parent():
     parent, so the producer dropped the parent."""
     results = FORK.Queue()
     # 100 batches: more than the producer sends ahead, so a drop shows as a short epoch
-    with no_shm_left(), Producer(id_batches(1600, 16), epochs=1, consumers=1) as producer:
+    with no_leftovers(), Producer(id_batches(1600, 16), epochs=1, consumers=1) as producer:
         start(_consume_after_a_forked_copy_exits, producer.endpoint, results)
         producer.serve()
         assert results.get(timeout=30) == list(range(1600))
@@ -290,7 +291,7 @@ def test_what_a_script_leaves_open_is_closed_at_exit_and_counted_as_left():
         "consumer = Consumer(sys.argv[1])\n"
         "print(sum(len(batch['id']) for batch in consumer))\n"
     )
-    with no_shm_left(), Producer(id_batches(48, 16), epochs=None, consumers=1) as producer:
+    with no_leftovers(), Producer(id_batches(48, 16), epochs=None, consumers=1) as producer:
         # The script reads one epoch of many: its leave comes while the producer serves.
         child = subprocess.Popen(
             [sys.executable, "-c", script, producer.endpoint], stdout=subprocess.PIPE,
@@ -341,7 +342,7 @@ def test_loops_after_the_last_epoch_raise_instead_of_coming_back_empty():
     from torch.utils.data import DataLoader, TensorDataset
 
     loader = DataLoader(TensorDataset(torch.arange(40)), batch_size=8)
-    with no_shm_left(), Producer(loader, epochs=1) as producer:
+    with no_leftovers(), Producer(loader, epochs=1) as producer:
         threading.Thread(target=producer.serve, daemon=True).start()
         consumer = Consumer(producer.endpoint, batch_size=8)
         assert sum(len(b) for (b,) in consumer) == 40
@@ -391,7 +392,7 @@ def _iterate_timed(endpoint, outcome):
 
 def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
     outcome = FORK.Queue()
-    with no_shm_left(), Producer(_FailsAt(7), epochs=1, consumers=2, max_lag=2) as producer:
+    with no_leftovers(), Producer(_FailsAt(7), epochs=1, consumers=2, max_lag=2) as producer:
         for _ in range(2):
             start(_iterate_timed, producer.endpoint, outcome)
         with pytest.raises(OSError, match="corrupt sample in batch 7"):
@@ -404,12 +405,47 @@ def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
         assert when - failed_at < 5.0
 
 
+class _CorruptSamples(torch.utils.data.Dataset):
+    """64 samples of 4 floats; sample 40 raises."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index == 40:
+            raise OSError(f"corrupt sample {index}")
+        return torch.full((4,), float(index))
+
+
+def test_a_failing_dataloaders_workers_are_gone_when_serve_raises():
+    """The loader's error may be held long after serve() raises (here by pytest.raises); the
+    DataLoader's worker processes must not live as long (they did, held by the error's
+    traceback, and were terminated at exit, leaving their temp folders behind)."""
+    workers = FORK.Queue()
+    loader = torch.utils.data.DataLoader(
+        _CorruptSamples(), batch_size=8, num_workers=2,
+        worker_init_fn=lambda _: workers.put(os.getpid()),
+    )  # fmt: skip
+    outcome = FORK.Queue()
+    with no_leftovers(), Producer(loader, epochs=1, max_lag=2) as producer:
+        start(_iterate_timed, producer.endpoint, outcome)
+        with pytest.raises(OSError, match="corrupt sample 40") as raised:
+            producer.serve()
+        pids = [workers.get(timeout=10) for _ in range(2)]
+        for pid in pids:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert "SharingError" in outcome.get(timeout=30)[1]
+    # Cleared of their locals, the loader's frames still show where it failed.
+    assert "dataloader.py" in "".join(traceback.format_tb(raised.value.__traceback__))
+
+
 @pytest.mark.slow
 def test_consumers_learn_at_once_that_serving_ended_even_while_the_loader_is_stuck():
     """serve() waits up to 10 s for a stuck loader's thread once it ends: the consumers must
     not wait with it (they used to block until close() had waited too)."""
     outcome = FORK.Queue()
-    with no_shm_left(), Producer(_FailsAt(5, block=True), epochs=1) as producer:
+    with no_leftovers(), Producer(_FailsAt(5, block=True), epochs=1) as producer:
         start(_iterate_timed, producer.endpoint, outcome)
         threading.Timer(1.0, producer.stop).start()  # the loader is stuck in batch 5 by then
         began = time.monotonic()
@@ -439,7 +475,7 @@ def test_a_fast_consumer_echoes_while_a_slow_one_holds_the_producer_back():
     """max_lag ties a fast consumer to the slowest: with echo_on_stall it trains on repeats
     meanwhile (at most 4 uses of a fresh batch), never skipping or repeating fresh data."""
     results = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(30 * 8, 8), epochs=1, max_lag=2, consumers=2) as p:
+    with no_leftovers(), Producer(id_batches(30 * 8, 8), epochs=1, max_lag=2, consumers=2) as p:
         start(_train_reporting, p.endpoint, results, "slow", 0.03, 1)
         start(_train_reporting, p.endpoint, results, "fast", 0.002, 4)
         p.serve()

@@ -12,7 +12,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from sharing_checks import FORK, consume, id_batches, no_shm_left, start
+from sharing_checks import FORK, consume, id_batches, no_leftovers, start
 
 from sharing import Consumer, Producer, protocol
 from sharing.endpoint import parse
@@ -50,7 +50,7 @@ def send_raw(endpoint: str, records: list[bytes], linger_s: float = 0.0) -> None
 )
 def test_a_hostile_message_before_the_first_batch_costs_only_its_connection(record):
     results = FORK.Queue()
-    with no_shm_left(), Producer(id_batches(160, 16, first_delay_s=0.5), epochs=1) as producer:
+    with no_leftovers(), Producer(id_batches(160, 16, first_delay_s=0.5), epochs=1) as producer:
         start(send_raw, producer.endpoint, [record], 1.0)  # arrives before the first batch
         start(consume, producer.endpoint, results, 1, None, "honest")
         producer.serve()
@@ -117,7 +117,7 @@ def _consume_until(endpoint, results, stop):
 def test_fuzzed_messages_never_cost_a_well_behaved_consumer_a_batch():
     results, stop = FORK.Queue(), FORK.Event()
     failures: list[BaseException] = []
-    with no_shm_left(), Producer(id_batches(160, 16, delay_s=0.002), epochs=None) as producer:
+    with no_leftovers(), Producer(id_batches(160, 16, delay_s=0.002), epochs=None) as producer:
 
         def serve():
             try:

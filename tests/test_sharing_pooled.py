@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 import torch
-from sharing_checks import FORK, collect, consume, no_shm_left, start
+from sharing_checks import FORK, collect, consume, no_leftovers, start
 from torch.utils.data import default_collate
 
 from sharing import Consumer, Producer, SharingError
@@ -41,7 +41,7 @@ class Numbered:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_every_consumer_gets_every_epoch_whole_at_any_batch_size(workers):
     results = FORK.Queue()
-    with no_shm_left():
+    with no_leftovers():
         producer = Producer.from_dataset(
             Numbered(100), batch_size=16, num_workers=workers, epochs=2, consumers=3
         )

@@ -14,7 +14,7 @@ import time
 
 import pytest
 import torch
-from sharing_checks import FORK, no_shm_left, start
+from sharing_checks import FORK, no_leftovers, start
 from torch.utils.data import DataLoader, Dataset
 
 from sharing import Consumer, Producer, ProducerGone, SharingError
@@ -110,7 +110,7 @@ def test_every_consumer_learns_promptly_how_the_stream_ended_under_load():
     rng = random.Random(20261202)
     burner = start(_burn, 150.0)
     try:
-        with no_shm_left():
+        with no_leftovers():
             for trial in range(TRIALS):
                 kind = ("fail", "stop", "kill")[trial % 3]
                 ended_at, outcomes = _trial(kind, rng)

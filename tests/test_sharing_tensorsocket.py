@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from sharing_checks import FORK, no_shm_left, start
+from sharing_checks import FORK, no_leftovers, start
 
 import sharing
 from sharing import tensorsocket
@@ -35,7 +35,7 @@ def test_tensorsocket_simple_producer_and_consumer_run_with_only_the_import_chan
         text = (EXAMPLES / name).read_text()
         (tmp_path / name).write_text(text.replace('"5556"', f'"{port}"'))
     run = {"cwd": tmp_path, "env": _env(), "stdout": subprocess.PIPE, "text": True}
-    with no_shm_left():
+    with no_leftovers():
         producer = subprocess.Popen([sys.executable, "simple_producer.py"], **run)
         consumer = subprocess.Popen([sys.executable, "simple_consumer.py"], **run)
         try:
@@ -87,7 +87,7 @@ def test_rubber_band_and_buffer_size_map_onto_replay_and_max_lag():
     assert producer.endpoint == endpoint_for(port)
     assert (producer._producer.max_lag, producer._producer._replay_batches) == (3, 3)
     results = FORK.Queue()
-    with no_shm_left():
+    with no_leftovers():
         start(_consume_ts, port, results)
         for _ in range(2):
             assert len([batch for batch in producer]) == 10
@@ -139,7 +139,7 @@ def test_tensorsocket_start_order_gives_every_consumer_every_epoch_whole(tmp_pat
         **{size: ["loader_consumer.py", port, str(int(port) + 1), size] for size in ("8", "16")},
     }
     processes, began = {}, time.monotonic()
-    with no_shm_left():
+    with no_leftovers():
         try:
             for name, offset in sorted(offsets.items(), key=lambda item: item[1]):
                 time.sleep(max(0.0, began + offset - time.monotonic()))
@@ -172,7 +172,7 @@ def test_a_drop_in_loop_after_the_last_epoch_raises_naming_the_epochs_served():
     port = f"end{os.getpid()}"
     producer = TensorProducer(batches, port, join_grace_s=0.0)
     results = FORK.Queue()
-    with no_shm_left():
+    with no_leftovers():
         start(_one_epoch_then_more, port, results)
         assert len(list(producer)) == 5
         producer.join()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -155,6 +156,9 @@ class EchoOnStall:
                     return
             item: Any = _End(*self._snapshot())
         except BaseException as error:  # handed to the training thread, re-raised there
+            # Its traceback's frames hold the iterator: cleared of their locals (file and line
+            # stay), they let the `del` below shut a DataLoader's workers down, not the error.
+            traceback.clear_frames(error.__traceback__)
             item = _Failure(error)
         finally:
             close = getattr(iterator, "close", None)
