@@ -1,5 +1,5 @@
-"""Helpers shared by the `sharing` tests: id-carrying batches, consumer process bodies and a
-leak check."""
+"""Helpers shared by the `sharing` tests (and the echo tests of a failing DataLoader):
+id-carrying batches, consumer process bodies, a failing DataLoader and a leak check."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import multiprocessing as mp
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -91,3 +92,38 @@ def no_leftovers() -> Iterator[None]:
         time.sleep(0.1)
         new &= left_entries()
     assert new == set(), f"left behind: {sorted(new)}"
+
+
+class CorruptSamples(torch.utils.data.Dataset):
+    """64 samples of 4 floats; sample 40 raises ``OSError("corrupt sample 40")``."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index == 40:
+            raise OSError(f"corrupt sample {index}")
+        return torch.full((4,), float(index))
+
+
+def failing_dataloader() -> tuple[torch.utils.data.DataLoader, Callable[[], list[int]]]:
+    """A 2-worker DataLoader (batches of 8) whose sixth batch raises, and a function giving
+    its workers' pids once both have started."""
+    started = FORK.Queue()
+    loader = torch.utils.data.DataLoader(
+        CorruptSamples(), batch_size=8, num_workers=2, multiprocessing_context=FORK,
+        worker_init_fn=lambda _: started.put(os.getpid()),
+    )  # fmt: skip
+    return loader, lambda: [started.get(timeout=10) for _ in range(2)]
+
+
+def check_workers_gone(pids: list[int], error: BaseException) -> None:
+    """Check that the processes ``pids`` have ended (and were reaped) while ``error`` is still
+    held, and that its traceback still shows where the DataLoader failed."""
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"the DataLoader's worker {pid} outlives its error")
+    assert "dataloader.py" in "".join(traceback.format_tb(error.__traceback__))

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import threading
 import time
-import traceback
 from collections import Counter
 
 import pytest
-import torch
+from sharing_checks import check_workers_gone, failing_dataloader
 
 from echo.torch import EchoOnStall
 
@@ -66,32 +63,13 @@ def test_loader_errors_reach_the_training_loop():
         list(EchoOnStall(broken(), max_factor=2))
 
 
-class _CorruptSamples(torch.utils.data.Dataset):
-    """64 samples of 4 floats; sample 40 raises."""
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, index: int) -> torch.Tensor:
-        if index == 40:
-            raise OSError(f"corrupt sample {index}")
-        return torch.full((4,), float(index))
-
-
 def test_a_failing_dataloaders_workers_are_gone_when_its_error_reaches_the_loop():
     """The error may be held long after it reached the loop (here by pytest.raises); the
     DataLoader's worker processes must not live as long (the error's traceback held them)."""
-    workers = multiprocessing.get_context("fork").Queue()
-    loader = torch.utils.data.DataLoader(
-        _CorruptSamples(), batch_size=8, num_workers=2, multiprocessing_context="fork",
-        worker_init_fn=lambda _: workers.put(os.getpid()),
-    )  # fmt: skip
+    loader, worker_pids = failing_dataloader()
     with pytest.raises(OSError, match="corrupt sample 40") as raised:
         list(EchoOnStall(loader, max_factor=2))
-    for pid in [workers.get(timeout=10) for _ in range(2)]:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-    assert "dataloader.py" in "".join(traceback.format_tb(raised.value.__traceback__))
+    check_workers_gone(worker_pids(), raised.value)
 
 
 def test_leaving_early_stops_the_background_thread():

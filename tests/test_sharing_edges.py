@@ -8,11 +8,18 @@ import signal
 import socket
 import threading
 import time
-import traceback
 
 import pytest
 import torch
-from sharing_checks import FORK, consume, id_batches, no_leftovers, start
+from sharing_checks import (
+    FORK,
+    check_workers_gone,
+    consume,
+    failing_dataloader,
+    id_batches,
+    no_leftovers,
+    start,
+)
 
 from sharing import Consumer, LateJoinError, Producer, SharingError, StreamEnded, protocol
 from sharing.endpoint import default_endpoint, listen
@@ -405,39 +412,18 @@ def test_a_failing_loader_surfaces_in_serve_and_in_every_consumer():
         assert when - failed_at < 5.0
 
 
-class _CorruptSamples(torch.utils.data.Dataset):
-    """64 samples of 4 floats; sample 40 raises."""
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, index: int) -> torch.Tensor:
-        if index == 40:
-            raise OSError(f"corrupt sample {index}")
-        return torch.full((4,), float(index))
-
-
 def test_a_failing_dataloaders_workers_are_gone_when_serve_raises():
     """The loader's error may be held long after serve() raises (here by pytest.raises); the
     DataLoader's worker processes must not live as long (they did, held by the error's
     traceback, and were terminated at exit, leaving their temp folders behind)."""
-    workers = FORK.Queue()
-    loader = torch.utils.data.DataLoader(
-        _CorruptSamples(), batch_size=8, num_workers=2,
-        worker_init_fn=lambda _: workers.put(os.getpid()),
-    )  # fmt: skip
+    loader, worker_pids = failing_dataloader()
     outcome = FORK.Queue()
     with no_leftovers(), Producer(loader, epochs=1, max_lag=2) as producer:
         start(_iterate_timed, producer.endpoint, outcome)
         with pytest.raises(OSError, match="corrupt sample 40") as raised:
             producer.serve()
-        pids = [workers.get(timeout=10) for _ in range(2)]
-        for pid in pids:
-            with pytest.raises(ProcessLookupError):
-                os.kill(pid, 0)
+        check_workers_gone(worker_pids(), raised.value)
         assert "SharingError" in outcome.get(timeout=30)[1]
-    # Cleared of their locals, the loader's frames still show where it failed.
-    assert "dataloader.py" in "".join(traceback.format_tb(raised.value.__traceback__))
 
 
 @pytest.mark.slow

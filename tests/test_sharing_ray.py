@@ -19,6 +19,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (the ray extra: pi
 
 from ray._private.internal_api import node_stats  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
+from sharing_checks import check_workers_gone, failing_dataloader  # noqa: E402
 
 from sharing import Producer, ProducerGone, SharingError  # noqa: E402
 from sharing.ray_backend import RayProducer, simulated_cluster  # noqa: E402
@@ -276,6 +277,23 @@ def test_streams_end_loudly_after_the_last_epoch_and_when_stopped(cluster: Clust
         producer.stop()
         with pytest.raises(SharingError, match="was stopped after 2 batches"):
             ray.get(cut.take.remote(1))
+
+
+def test_a_failing_dataloaders_workers_are_gone_when_serve_raises(cluster: Cluster) -> None:
+    """As on one host: the error may be held long after serve() raises; the DataLoader's
+    worker processes must not live as long."""
+    loader, worker_pids = failing_dataloader()
+    name = endpoint("fails")
+    producer = Producer(loader, endpoint=name, epochs=1)
+    try:
+        reader = Reader.options(**on("b")).remote(name)
+        with pytest.raises(OSError, match="corrupt sample 40") as raised:
+            producer.serve()
+        check_workers_gone(worker_pids(), raised.value)
+        with pytest.raises(ray.exceptions.RayTaskError, match="corrupt sample 40"):
+            ray.get(reader.rest.remote())
+    finally:
+        producer.close()
 
 
 def test_max_lag_bounds_a_consumer_that_never_reads(cluster: Cluster) -> None:
