@@ -286,12 +286,12 @@ def test_a_failing_dataloaders_workers_are_gone_when_serve_raises(cluster: Clust
     name = endpoint("fails")
     producer = Producer(loader, endpoint=name, epochs=1)
     try:
-        reader = Reader.options(**on("b")).remote(name)
+        read = Reader.options(**on("b")).remote(name).rest.remote()  # reads as it comes
         with pytest.raises(OSError, match="corrupt sample 40") as raised:
             producer.serve()
         check_workers_gone(worker_pids(), raised.value)
         with pytest.raises(ray.exceptions.RayTaskError, match="corrupt sample 40"):
-            ray.get(reader.rest.remote())
+            ray.get(read)
     finally:
         producer.close()
 
