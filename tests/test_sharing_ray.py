@@ -286,7 +286,8 @@ def test_a_failing_dataloaders_workers_are_gone_when_serve_raises(cluster: Clust
     name = endpoint("fails")
     producer = Producer(loader, endpoint=name, epochs=1)
     try:
-        read = Reader.options(**on("b")).remote(name).rest.remote()  # reads as it comes
+        reader = Reader.options(**on("b")).remote(name)
+        read = reader.rest.remote()  # reads the batches as they come
         with pytest.raises(OSError, match="corrupt sample 40") as raised:
             producer.serve()
         check_workers_gone(worker_pids(), raised.value)
