@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -366,8 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         kept = studies.landed(wanted)
         print(json.dumps({name: kept[name] for name in chosen if name in kept}, indent=1))
         return 0
-    for path in filter(wanted, paths):
-        print(path)
+    try:
+        for path in filter(wanted, paths):
+            print(path)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `paths | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell tool stopped by the pipe ends
     return 0
 
 

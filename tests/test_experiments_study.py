@@ -556,6 +556,22 @@ def test_paths_in_a_fresh_process(tmp_path):
     assert result.stdout.splitlines() == plan(load_config(config)).studies["echo_factor"]
 
 
+def test_paths_into_a_reader_that_stops_early_ends_without_a_traceback(tmp_path):
+    config = write_config(tmp_path / "c.yaml", tmp_path / "out")
+    command = (
+        f"{sys.executable} -m experiments.study paths --configfile {config} | head -n 1; "
+        "echo status ${PIPESTATUS[0]}"
+    )
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    first, status = result.stdout.splitlines()
+    assert first == plan(load_config(config)).studies["insertion"][0]
+    assert status in ("status 0", "status 141")  # 0 when it all fit in the pipe at once
+
+
 def test_a_record_of_an_older_workload_revision_is_refused(monkeypatch):
     spec = RunSpec(workload=WORKLOAD, echo_point="after_batch", echo_factor=2.0)
     old = record_for(spec)  # revision 1: no field in the record
