@@ -148,13 +148,18 @@ def select(
     return list(paths)
 
 
-def retrain(args: Sequence[str], mode: str, threads: int) -> dict[str, Any]:
+def retrain(
+    args: Sequence[str], mode: str, threads: int, launcher: Sequence[str] = ()
+) -> dict[str, Any]:
     """Train one run again in a new process and return its record.
 
     Args:
         args: The run's ``python -m experiments.run`` identity options (`RunSpec.args`).
         mode: The numerics mode to train in (`run_contract.numerics.MODES`).
         threads: torch threads (the committed record's, which matrix products depend on).
+        launcher: A command the training process runs under, its words before
+            ``python``: an emulated CPU (``["qemu-x86_64", "-cpu", "Haswell-v4"]``) or a
+            job launcher. Default none.
 
     Raises:
         RuntimeError: The run failed; the message ends with its error output.
@@ -162,7 +167,7 @@ def retrain(args: Sequence[str], mode: str, threads: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="verify-") as folder:
         out = Path(folder) / "record.json"
         command = [
-            sys.executable, "-m", "experiments.run", *args, "--device", "cpu",
+            *launcher, sys.executable, "-m", "experiments.run", *args, "--device", "cpu",
             "--threads", str(threads), "--out", str(out),
         ]  # fmt: skip
         done = subprocess.run(

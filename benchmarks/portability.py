@@ -3,6 +3,7 @@ its check.
 
     python -m benchmarks.portability make --out benchmarks/reference/portability.csv
     python -m benchmarks.portability check benchmarks/reference/portability.csv [--cheapest K]
+        [--workload W] [--under 'qemu-x86_64 -cpu Haswell-v4']
 
 ``make`` trains `RUNS`, short runs spread over the five workloads and the echo insertion
 points, each in the ``portable`` mode in its own process, and writes one row per run: its
@@ -10,7 +11,9 @@ points, each in the ``portable`` mode in its own process, and writes one row per
 evaluation's fresh examples, steps and metrics; timing aside), its last metric, and the CPU
 and library versions it ran on. ``check`` trains the table's runs again here and compares
 digests; it exits 3 when any differs. On the machine that made the table it only shows
-same-machine determinism; on another CPU type it is the real check. Rows made with other
+same-machine determinism; on another CPU type it is the real check, and ``--under`` an
+emulator it checks a CPU that is not here (the libraries dispatch on the emulated CPU's
+vendor and instruction sets; the arithmetic is the emulator's). Rows made with other
 library versions than this environment's cannot be compared, and are reported as such.
 """
 
@@ -20,6 +23,8 @@ import argparse
 import csv
 import hashlib
 import json
+import shlex
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -119,20 +124,25 @@ def make(runs: Sequence[tuple[str, str, float]] = RUNS) -> list[dict[str, Any]]:
     return rows
 
 
-def check(table: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+def check(table: Sequence[Mapping[str, str]], launcher: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Train ``table``'s runs again in the portable mode and compare digests.
 
     Args:
         table: Rows of a table `make` wrote (read as strings).
+        launcher: A command each training process runs under (`analysis.verify.retrain`),
+            e.g. ``["qemu-x86_64", "-cpu", "Haswell-v4"]``: the libraries then see the
+            emulated CPU (vendor, instruction sets) while ``/proc/cpuinfo``, and so the
+            record's ``machine``, still names this one. Default none.
 
     Returns:
         One row per run: ``args``, the table's CPU (``made_on``) and this one
-        (``checked_on``), both digests, and ``agrees``: True, False, or ``"versions differ"``
-        when the table was made with other library versions (then nothing is concluded).
+        (``checked_on``, prefixed by the launcher if any), both digests, and ``agrees``:
+        True, False, or ``"versions differ"`` when the table was made with other library
+        versions (then nothing is concluded).
     """
     out = []
     for index, made in enumerate(table, 1):
-        record = retrain(made["args"].split(), "portable", threads=1)
+        record = retrain(made["args"].split(), "portable", threads=1, launcher=launcher)
         now = _row(made["args"].split(), record)
         versions = [v for v in _VERSIONS if str(now[v]) != made[v]]
         agrees: bool | str = now["digest"] == made["digest"]
@@ -140,10 +150,11 @@ def check(table: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
             agrees = "versions differ: " + ", ".join(
                 f"{v} {made[v]} here {now[v]}" for v in versions
             )
+        here = f"{now['cpu_model']} ({now['cpu_vector_isa']})"
         out.append({
             "args": made["args"],
             "made_on": f"{made['cpu_model']} ({made['cpu_vector_isa']})",
-            "checked_on": f"{now['cpu_model']} ({now['cpu_vector_isa']})",
+            "checked_on": f"{shlex.join(launcher)} on {here}" if launcher else here,
             "digest_made": made["digest"],
             "digest_now": now["digest"],
             "last_metric_made": made["last_metric"],
@@ -175,6 +186,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     checked.add_argument(
         "--cheapest", type=int, metavar="K", help="only the K runs quickest to train"
     )
+    checked.add_argument(
+        "--workload",
+        action="append",
+        choices=sorted({workload for workload, _, _ in RUNS}),
+        help="only this workload's runs (repeatable; default: all)",
+    )
+    checked.add_argument(
+        "--under",
+        metavar="COMMAND",
+        default="",
+        help="train each run under this command, e.g. an emulated CPU: "
+        "--under 'qemu-x86_64 -cpu Haswell-v4' (an Intel AVX2 CPU; default: none)",
+    )
     checked.add_argument("--out", help="CSV of the comparison (default: none)")
     args = parser.parse_args(argv)
     if args.command == "make":
@@ -182,12 +206,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_csv(rows, args.out)
         print_table(rows, ["workload", "echo_point", "digest", "last_metric", "train_s"])
         return
+    launcher = shlex.split(args.under)
+    if launcher and shutil.which(launcher[0]) is None:
+        parser.error(f"argument --under: {launcher[0]!r} is not a program on PATH")
     table = read_table(args.table)
+    if args.workload:
+        table = [row for row in table if row["workload"] in args.workload]
     if args.cheapest is not None:
         if args.cheapest < 1:
             parser.error(f"argument --cheapest: must be >= 1, got {args.cheapest}")
         table = sorted(table, key=lambda row: float(row["train_s"]))[: args.cheapest]
-    rows = check(table)
+    rows = check(table, launcher)
     if args.out:
         write_csv(rows, args.out)
     print_table(rows, ["args", "made_on", "checked_on", "agrees"])

@@ -56,6 +56,31 @@ def test_this_cpu_retrains_the_cheapest_reference_runs_bit_for_bit():
     assert not differing, f"on {rows[0]['checked_on']}, differing: {differing}"
 
 
+def test_check_under_a_program_that_is_not_there_fails_early_naming_it(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        portability.main(["check", str(TABLE), "--under", "no-such-emulator -cpu Haswell"])
+    assert stopped.value.code == 2
+    assert "--under: 'no-such-emulator' is not a program on PATH" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_check_under_a_launcher_trains_each_run_under_it(tmp_path):
+    called = tmp_path / "called.txt"
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(f'#!/bin/sh\necho "$@" >> {called}\nexec "$@"\n')
+    launcher.chmod(0o755)
+    out = tmp_path / "check.csv"
+    portability.main([
+        "check", str(TABLE), "--workload", "lm1b_transformer", "--cheapest", "1",
+        "--under", f"{launcher}", "--out", str(out),
+    ])  # fmt: skip
+    (row,) = portability.read_table(out)
+    assert "--workload lm1b_transformer" in row["args"]
+    assert row["checked_on"].startswith(f"{launcher} on ")
+    (line,) = called.read_text().splitlines()
+    assert "-m experiments.run " + row["args"] in line
+
+
 def test_the_cost_summary_is_the_ratio_of_median_step_times():
     rows = [
         {"workload": "w", "mode": mode, "s_per_step": s}
