@@ -8,8 +8,9 @@
 # PERMUTATIONS null tables, 1000, and its power on RESAMPLES, 200), calibration_by_claim.md
 # (per claim: its parts decided, too weak to decide, without data), cost.md (per study and
 # workload), cost_conditions.md, resolution.md (the crossing's step and evaluation's share
-# against their goals); and every figure of its studies under its figures_dir. The default
-# study's benchmark tables (benchmarks/*.csv under out_dir) go to the claims on benchmarks.
+# against their goals); and every figure of its studies under its figures_dir. The
+# benchmark tables (benchmarks/*.csv under out_dir, else the default study's under results/:
+# the protocol study runs no benchmarks) go to the claims on benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -31,10 +32,12 @@ mkdir -p "$out" "$figures"
 "$py" -m analysis aggregate --study-file "$out/landed.json" --runs-out "$out/runs.csv" \
     --curves-out "$out/eval_curves.csv"
 "$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
-benchmarks=()  # the benchmark tables the claims on benchmarks read, where the study has them
-for option in --sharing=shared_loading --echo-speedup=echo_speedup; do
-    table=$out/benchmarks/${option#*=}.csv
-    [[ -f $table ]] && benchmarks+=("${option%%=*}" "$table")
+benchmarks=()  # the benchmark tables the claims on benchmarks read: the study's own, else
+for option in --sharing=shared_loading --echo-speedup=echo_speedup; do  # the default study's
+    for dir in "$out" results; do
+        table=$dir/benchmarks/${option#*=}.csv
+        [[ -f $table ]] && { benchmarks+=("${option%%=*}" "$table"); break; }
+    done
 done
 "$py" -m analysis claims --runs "$out/runs.csv" --reference "$reference" "${benchmarks[@]}" \
     --configfile "${configs[@]}" --out "$out/claims.csv" >/dev/null
