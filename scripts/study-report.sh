@@ -16,11 +16,12 @@ cd "$(dirname "$0")/.."
 py=.venv/bin/python
 configs=("$@")
 (($#)) || configs=(config/config.yaml)
-read -r out figures reference < <("$py" - "${configs[@]}" <<'PY'
+read -r out figures reference default_out < <("$py" - "${configs[@]}" <<'PY'
 import sys
 from experiments.study import load_config
 config = load_config(*sys.argv[1:])
-print(config["out_dir"], config["figures_dir"], config["reference"])
+default = load_config("config/config.yaml")  # the default study's tables back a study without
+print(config["out_dir"], config["figures_dir"], config["reference"], default["out_dir"])
 PY
 )
 mkdir -p "$out" "$figures"
@@ -34,7 +35,7 @@ mkdir -p "$out" "$figures"
 "$py" -m analysis summary --runs "$out/runs.csv" --out "$out/summary.csv"
 benchmarks=()  # the benchmark tables the claims on benchmarks read: the study's own, else
 for option in --sharing=shared_loading --echo-speedup=echo_speedup; do  # the default study's
-    for dir in "$out" results; do
+    for dir in "$out" "$default_out"; do
         table=$dir/benchmarks/${option#*=}.csv
         [[ -f $table ]] && { benchmarks+=("${option%%=*}" "$table"); break; }
     done
@@ -47,7 +48,7 @@ done
     --resamples "${RESAMPLES:-200}" --out "$out/calibration.csv" >/dev/null
 "$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed
-[[ $out != results && -f results/runs.csv ]] && prior=(--prior results/runs.csv)
+[[ $out != "$default_out" && -f $default_out/runs.csv ]] && prior=(--prior "$default_out/runs.csv")
 for by in part condition; do
     "$py" -m analysis cost --runs "$out/runs.csv" --configfile "${configs[@]}" "${prior[@]}" \
         --by "$by" >"$out/cost$([[ $by == part ]] || echo _conditions).md"

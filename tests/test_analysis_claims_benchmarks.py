@@ -4,6 +4,10 @@ the registry beside the claims on runs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,3 +162,21 @@ def test_a_trials_repeats_merge_into_medians_and_per_repeat_cells():
     assert row["cpu_ms_per_batch_received"] == 6.0  # the finite repeats' median
     assert row["consumers_finished"] == 1 and row["repeats"] == 3
     assert row["aggregate_batches_per_s_by_repeat"] == "10;30;20"
+
+
+@pytest.mark.slow
+def test_a_study_without_benchmarks_reads_the_default_studys_tables_in_snakemake():
+    """`snakemake --configfile config/protocol.yaml` decides the claims on benchmarks from the
+    default study's tables, as `scripts/study-report.sh` does, not as "no data"."""
+    root = Path(__file__).parents[1]
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    planned = subprocess.run(
+        [snakemake, "-n", "-p", "--cores", "1", "--configfile", "config/protocol.yaml",
+         "--forcerun", "claims", "claims"],
+        cwd=root, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    out = planned.stdout + planned.stderr
+    assert planned.returncode == 0, out
+    command = next(line for line in out.splitlines() if "-m analysis claims" in line)
+    assert "--sharing results/benchmarks/shared_loading.csv" in command
+    assert "--echo-speedup results/benchmarks/echo_speedup.csv" in command

@@ -1,7 +1,11 @@
 # Paths and lookups shared by the rules. PLAN (experiments.study.plan) maps every record path
 # of the studies to the run that writes it.
+import os
 import shlex
 import sys
+from pathlib import Path
+
+import yaml
 
 from snakemake.settings.types import DeploymentMethod
 
@@ -9,6 +13,8 @@ from analysis import claims, figures
 from analysis.cli import table_option
 
 OUT = config["out_dir"]
+# The default study's out_dir, where the benchmarks a study without them reads are.
+DEFAULT_OUT = yaml.safe_load(Path("config/config.yaml").read_text())["out_dir"]
 FIGURES_DIR = config["figures_dir"]
 # The interpreter running Snakemake (the project's venv), or the rule's conda environment's.
 CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
@@ -85,10 +91,18 @@ def figure_tables(wildcards, input):
 
 
 def claim_inputs(wildcards):
-    """The benchmark tables the claims on benchmarks read (`analysis.claims.Claim.table`),
-    those the config runs."""
+    """The benchmark tables the claims on benchmarks read (`analysis.claims.Claim.table`):
+    those the config runs, else the default study's where they are (a study that runs no
+    benchmarks, e.g. the protocol study, reads those, as `scripts/study-report.sh` does)."""
     wanted = {claim.table for claim in claims.CLAIMS} - {claims.RUNS}
-    return {table: TABLES[table] for table in sorted(wanted) if table in config}
+    inputs = {}
+    for table in sorted(wanted):
+        default = os.path.join(DEFAULT_OUT, os.path.relpath(TABLES[table], OUT))
+        if table in config:
+            inputs[table] = TABLES[table]
+        elif os.path.isfile(default):
+            inputs[table] = default
+    return inputs
 
 
 def claim_tables(wildcards, input):
