@@ -14,6 +14,7 @@
         --echo-speedup results/benchmarks/echo_speedup.csv --out results/claims.csv
     python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis resolution --runs results/protocol/runs.csv
+    python -m analysis trials --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis readme README.md
     python -m analysis compare results .test-slurm/results
     python -m analysis verify --cheapest 3 --out results/verify.csv
@@ -230,6 +231,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "median, and evaluation's share of training, against their goals",
     )
     resolution.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    trials = commands.add_parser(
+        "trials",
+        help="per tuned baseline: its expected best of T/2, T and 2T trials, against the "
+        "crossing's step (has the best-of-k curve flattened by T?)",
+    )
+    trials.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    trials.add_argument(
+        "--configfile", nargs="+",
+        help="the study's config files, for T (default: the most trials any search landed)",
+    )  # fmt: skip
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
     )
@@ -270,6 +281,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "calibrate": calibrate,
         "cost": cost,
         "resolution": resolution,
+        "trials": trials,
         "readme": readme,
         "compare": compare,
         "verify": verify,
@@ -588,6 +600,32 @@ def _resolution(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     )
 
 
+def _trials(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.trials import trials_table
+
+    runs = read_runs(_existing(parser, "--runs", args.runs))
+    plan = _planned_workloads(parser, args.configfile)
+    trials = None
+    if plan is not None:
+        trials = {
+            (study, workload): n
+            for study, workloads in plan.items()
+            for workload, n in workloads.items()
+            if n is not None
+        }
+    print(markdown_table(trials_table(runs, trials)))
+    print(
+        "\nPer tuned baseline (its study, workload and batch size): best_half, best_T, best_2T: "
+        "the expected fewest fresh examples to target among T/2, T and 2T trials drawn from "
+        "its trials pooled over its searches (a miss at its cap; 2T extrapolates from the "
+        "same pool); p_reached_half: the chance that T/2 trials hold one that reached the "
+        "target; gain_half = best_half - best_T, gain_double = best_T - best_2T; step: fresh "
+        "examples between located crossings; ratio_shift: the largest change, over the echo "
+        "conditions tuned beside it, of their expected best relative to the baseline's "
+        "between T/2, T and 2T trials. Rule: flattened when gain_half <= step"
+    )
+
+
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     differences = compare_record_dirs(args.first, args.second)
     for line in differences:
@@ -656,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "calibrate": _calibrate,
         "cost": _cost,
         "resolution": _resolution,
+        "trials": _trials,
         "readme": _readme,
         "compare": _compare,
         "verify": _verify,

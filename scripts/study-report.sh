@@ -8,9 +8,11 @@
 # PERMUTATIONS null tables, 1000, and its power on RESAMPLES, 200), calibration_by_claim.md
 # (per claim: its parts decided, too weak to decide, without data), cost.md (per study and
 # workload), cost_conditions.md, resolution.md (the crossing's step and evaluation's share
-# against their goals); and every figure of its studies under its figures_dir. The
-# benchmark tables (benchmarks/*.csv under out_dir, else the default study's under results/:
-# the protocol study runs no benchmarks) go to the claims on benchmarks.
+# against their goals), trials.md (each tuned baseline's expected best of T/2, T and 2T trials
+# against the crossing's step: has its best-of-k curve flattened by T?); and every figure of
+# its studies under its figures_dir. The benchmark tables (benchmarks/*.csv under out_dir,
+# else the default study's, under its out_dir: the protocol study runs no benchmarks) go to
+# the claims on benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -47,6 +49,7 @@ done
     --configfile "${configs[@]}" --permutations "${PERMUTATIONS:-1000}" \
     --resamples "${RESAMPLES:-200}" --out "$out/calibration.csv" >/dev/null
 "$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
+"$py" -m analysis trials --runs "$out/runs.csv" --configfile "${configs[@]}" >"$out/trials.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != "$default_out" && -f $default_out/runs.csv ]] && prior=(--prior "$default_out/runs.csv")
 for by in part condition; do
@@ -67,5 +70,5 @@ for name in "${names[@]}"; do
 done
 drawn=0
 for name in "${names[@]}"; do [[ -n $name ]] && drawn=$((drawn + 1)); done
-echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,calibration_by_claim,cost,resolution}.md" \
+echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,calibration_by_claim,cost,resolution,trials}.md" \
     "and $drawn figures in $figures"

@@ -4,6 +4,7 @@ echo condition, its expected fewest fresh examples to target among k trials
 
 from __future__ import annotations
 
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -19,7 +20,7 @@ from analysis.figures._sheet import Sheet
 from analysis.protocol import expected_best_curves
 from analysis.time_to_target import BASELINE_KEY
 
-__all__ = ["BEST_OF_K_CAPTION", "BEST_OF_K_COLUMNS", "draw_best_of_k"]
+__all__ = ["BEST_OF_K_CAPTION", "BEST_OF_K_COLUMNS", "draw_best_of_k", "note_untuned"]
 
 BEST_OF_K_COLUMNS = (*BASELINE_KEY, "echo_point", "echo_factor", "trial", "final_fresh_examples")
 """Columns of the runs table the figures need."""
@@ -88,16 +89,22 @@ def draw_best_of_k(sheet: Sheet, *, by_factor: bool) -> Figure:
             ylabel="expected best fresh examples\nrelative to the baseline's",
         )
     if not workloads:
-        if studied.empty:
-            sheet.no_data(axes[0, 0])
-        else:
-            note_on(
-                axes[0, 0],
-                f"No tuned searches in study {sheet.study!r} (a study with `search:`, as in "
-                "config/protocol.yaml).",
-            )
-        axes[0, 0].set(xlabel="trials k", ylabel="expected best fresh examples")
+        note_untuned(sheet, axes[0, 0], studied)
     return drawing
+
+
+def note_untuned(sheet: Sheet, axis: Axes, studied: pd.DataFrame) -> None:
+    """Say on ``axis`` why a best-of-k figure is empty: no runs in ``sheet``'s study
+    (``studied``: its rows of the runs table), or none of them tuned."""
+    if studied.empty:
+        sheet.no_data(axis)
+    else:
+        note_on(
+            axis,
+            f"No tuned searches in study {sheet.study!r} (a study with `search:`, as in "
+            "config/protocol.yaml).",
+        )
+    axis.set(xlabel="trials k", ylabel="expected best fresh examples")
 
 
 MARK_GAP = 0.045
