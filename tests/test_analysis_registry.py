@@ -103,7 +103,8 @@ def test_options_must_be_keyword_only(toy_figure):
 
 
 def test_an_unknown_figure_lists_the_registered_ones():
-    with pytest.raises(ValueError, match="figure='nope' is not registered; valid: baseline_best_of_k, batch_size"):
+    valid = "valid: baseline_best_of_k, batch_size"
+    with pytest.raises(ValueError, match=f"figure='nope' is not registered; {valid}"):
         get("nope")
 
 
