@@ -73,15 +73,16 @@ def test_a_failing_dataloaders_workers_are_gone_when_its_error_reaches_the_loop(
 
 
 def test_leaving_early_stops_the_background_thread():
-    before = threading.active_count()
+    # The threads started meanwhile, not a count: a thread an earlier test left may end here.
+    before = set(threading.enumerate())
     stage = EchoOnStall(slow_source(1000, 0.001), max_factor=2)
     for i, _ in enumerate(stage):
         if i == 5:
             break
     deadline = time.monotonic() + 2
-    while threading.active_count() > before and time.monotonic() < deadline:
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert threading.active_count() == before
+    assert not set(threading.enumerate()) - before
 
 
 @pytest.mark.parametrize(("key", "bad"), [("max_factor", 0), ("max_factor", 2.5), ("prefetch", 0)])
