@@ -16,11 +16,20 @@
 
 It reads records through the schema file and benchmark CSVs only: it imports neither
 ``experiments``, ``echo``, ``sharing`` nor ``benchmarks``.
+
+Importing it sets the numerics mode's environment (`run_contract.numerics.apply`), before
+numpy is imported where it comes first (``python -m analysis``): numpy's SIMD loops then
+sum alike on every x86-64 CPU, so tables and figures come out byte-identical from a command
+run by hand and from the workflow (whose processes inherit the mode from ``experiments``).
 """
 
-from analysis.records import aggregate, load_record, read_curves, read_runs, write_tables
-from analysis.reference import for_figure, load_reference
-from analysis.time_to_target import relative_to_baseline, summarize
+from run_contract import numerics
+
+numerics.apply()  # before the imports below import numpy
+
+from analysis.records import aggregate, load_record, read_curves, read_runs, write_tables  # noqa: E402
+from analysis.reference import for_figure, load_reference  # noqa: E402
+from analysis.time_to_target import relative_to_baseline, summarize  # noqa: E402
 
 __all__ = [
     "aggregate",

@@ -48,6 +48,21 @@ def test_native_mode_pins_nothing():
     assert stamp["observed"]["mkl"] == "OFF"
 
 
+def test_importing_analysis_pins_numpy_before_it_is_imported():
+    """`python -m analysis` computes its tables and figures in the workflow's mode, so a
+    command run by hand and a Snakemake job draw the same bytes on any x86-64 CPU."""
+    done = _python(
+        "import json, os, analysis; from numpy._core._multiarray_umath import __cpu_features__ "
+        "as on; from run_contract import numerics; "
+        "print(json.dumps([{k: os.environ.get(k) for k in numerics.MODES['portable']}, "
+        "[k for k in ('X86_V4', 'AVX512_SKX', 'AVX512_ICL', 'AVX512_SPR') if on.get(k)]]))"
+    )
+    assert done.returncode == 0, done.stderr
+    pins, wide = json.loads(done.stdout)
+    assert pins == numerics.MODES["portable"]
+    assert wide == []  # no dispatch target of numpy's above AVX2, whatever this CPU has
+
+
 def test_an_unknown_mode_is_refused_with_the_valid_ones():
     done = _python("import experiments", ECHO_NUMERICS="fast")
     assert done.returncode != 0
