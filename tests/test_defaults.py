@@ -81,7 +81,7 @@ def named_literals(path: Path) -> Iterator[tuple[str, Any, int]]:
 
 @pytest.mark.parametrize(
     "module",
-    ["experiments/study.py", "benchmarks/sharing.py", "workflow/scripts/sharing_benchmark.py"],
+    ["experiments/study.py", "benchmarks/sharing.py"],
 )
 def test_no_code_repeats_a_schema_default_for_its_key(module):
     defaults = list(schema_defaults(schema()))

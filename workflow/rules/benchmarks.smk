@@ -1,14 +1,29 @@
 rule sharing_benchmark:
-    """Per-consumer throughput and CPU of independent vs shared loading (figures 7, 8)."""
+    """Per-consumer throughput and CPU of independent vs shared loading (figures 7, 8).
+
+    A shell rule, not a `script:` one: Snakemake reruns a script rule whose script is newer
+    than its output, and a fresh clone checks workflow/ out after the committed results/.
+    TensorSocket is installed beside the project first when a mode needs it (the project
+    never imports it); `-u`: forked trials inherit no unwritten lines of the log."""
     output:
         SHARING_CSV,
     log:
         f"{OUT}/logs/sharing_benchmark.log",
+    params:
+        python=PYTHON,
+        flags=flags("sharing"),
+        install=lambda wildcards: (
+            "benchmarks/install_tensorsocket.sh && "
+            if "tensorsocket" in config["sharing"]["modes"]
+            else ""
+        ),
     threads: ALONE  # a throughput benchmark: it runs alone
     conda:
         "../envs/suite.yaml"
-    script:
-        "../scripts/sharing_benchmark.py"
+    shell:
+        "({params.install}TF_CPP_MIN_LOG_LEVEL=2 {params.python} -u -m benchmarks.sharing"
+        " {params.flags} --tensorsocket-path .bench-deps/tensorsocket --out {output})"
+        " > {log} 2>&1"
 
 
 rule echo_speedup:

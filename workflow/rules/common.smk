@@ -42,14 +42,19 @@ def run_args(wildcards, output):
 
 def flags(section):
     """A params function: the config's ``section`` (its schema's defaults filled in) as a
-    benchmark's options, ``{"steps": 40, "ratios": [1, 2]}`` -> ``--steps 40 --ratios 1 2``;
+    benchmark's options, ``{"steps": 40, "ratios": [1, 2], "touch": False}`` -> ``--steps 40
+    --ratios 1 2 --no-touch``;
     read only when the rule runs, as the section is there only when the config asks for it."""
 
     def options(wildcards):
         parts = []
         for key, value in config[section].items():
+            option = key.replace("_", "-")
+            if isinstance(value, bool):  # argparse.BooleanOptionalAction: --x / --no-x
+                parts.append(f"--{'' if value else 'no-'}{option}")
+                continue
             values = value if isinstance(value, list) else [value]
-            parts.append(f"--{key.replace('_', '-')} " + " ".join(f"{v}" for v in values))
+            parts.append(f"--{option} " + " ".join(f"{v}" for v in values))
         return " ".join(parts)
 
     return options
