@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from project_copy import project_copy
 from test_analysis import make_record, write_record
 
 from analysis import aggregate
@@ -108,25 +109,10 @@ def test_an_unknown_figure_lists_the_registered_ones():
         get("nope")
 
 
-def _project_copy(root: Path) -> Path:
-    """The project's files (tracked and untracked, not ignored) copied under ``root``."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, root / name)
-    return root
-
-
 @pytest.mark.skipif(shutil.which("git") is None, reason="copies the checkout with git ls-files")
 @pytest.mark.slow
 def test_a_new_figure_file_appears_in_snakemake_figures_and_the_report(tmp_path):
-    project = _project_copy(tmp_path / "project")
+    project = project_copy(tmp_path / "project")
     shutil.copy(ROOT / "tests/toy_figure.py", project / "analysis/figures/toy_figure.py")
     for table in ("runs.csv", "eval_curves.csv"):  # newer than the records: no aggregate job
         os.utime(project / "results" / table)

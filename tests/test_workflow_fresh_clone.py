@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_analysis_registry import _project_copy
+from project_copy import project_copy
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="copies the checkout with git ls-files")
@@ -20,7 +20,7 @@ def test_a_workflow_newer_than_the_committed_results_runs_no_benchmark(tmp_path)
     """Git writes results/ before workflow/, so in a fresh clone every rule's code is newer
     than its committed output; Snakemake reruns a `script:` rule then (mtime of the script),
     which would redo a benchmark and overwrite its committed table."""
-    project = _project_copy(tmp_path / "project")
+    project = project_copy(tmp_path / "project")
     later = time.time() + 60
     for path in (project / "workflow").rglob("*"):
         os.utime(path, (later, later))

@@ -3,18 +3,16 @@
 import os
 import shlex
 import sys
-from pathlib import Path
-
-import yaml
 
 from snakemake.settings.types import DeploymentMethod
 
 from analysis import claims, figures
 from analysis.cli import table_option
+from experiments.study import load_config
 
 OUT = config["out_dir"]
 # The default study's out_dir, where the benchmarks a study without them reads are.
-DEFAULT_OUT = yaml.safe_load(Path("config/config.yaml").read_text())["out_dir"]
+DEFAULT_OUT = load_config("config/config.yaml")["out_dir"]
 FIGURES_DIR = config["figures_dir"]
 # The interpreter running Snakemake (the project's venv), or the rule's conda environment's.
 CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
