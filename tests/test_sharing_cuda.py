@@ -291,3 +291,12 @@ def test_harness_runs_train_on_cuda_batches_from_a_shared_producer(
     for status, record in outcomes:
         assert status == 0 and record["reached"]
         assert record["device"].startswith(DEVICE) and record["consume"] == endpoint
+
+
+def test_a_batch_of_too_many_cuda_tensors_is_refused_when_described():
+    from sharing.layout import MAX_LAYOUT_BYTES, describe
+
+    tensors = [torch.full((4,), float(i), device=DEVICE) for i in range(200)]
+    describe(tensors[:100])  # about 440 bytes of layout each: 100 fit one message
+    with pytest.raises(TypeError, match=f"at most {MAX_LAYOUT_BYTES} bytes"):
+        describe(tensors)  # refused here, not when sent (which would stop the producer)
