@@ -12,7 +12,9 @@ recomputed.
 A study with a ``search`` tunes each condition as the data-echoing paper did: instead of one
 run per seed, ``repetitions`` independent quasi-random searches of ``trials`` runs each over
 the workload's declared search space (`experiments.search`), each trial capped at
-``budget_cap`` times the workload's ``reference_fresh``. A ``per_workload`` entry's ``search``
+``budget_cap`` times the workload's ``reference_fresh``; with ``censor`` (the default) a
+search's trials train in order, each censored against the best of the earlier ones
+(`run_contract.censoring`: every search's best is unchanged). A ``per_workload`` entry's ``search``
 replaces some of those keys for one workload (the paper searched some workloads with fewer
 trials). A study's ``resolution``, searched or seeded, locates every run's crossing to
 ``reference_fresh / resolution``.
@@ -61,6 +63,13 @@ class PlannedRun:
     def args(self) -> list[str]:
         """The ``python -m experiments.run`` arguments (without ``--out``)."""
         return [*self.spec.args(), *self.options.args()]
+
+    def waits_for(self) -> list[str]:
+        """The records this run reads before it starts: its search's earlier trials' when it
+        is censored (`RunOptions.censor`), in trial order; else none."""
+        if self.options.censor is None:
+            return []
+        return [earlier.path(self.options.censor) for earlier in self.spec.earlier_trials()]
 
 
 @dataclass(frozen=True)
@@ -196,11 +205,13 @@ def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator
         execution = RunOptions(
             device=options["device"], threads=options["threads"], data_dir=options["data_dir"]
         )
+        censored = replace(execution, censor=config["out_dir"])
         for batch_size in entry["batch_sizes"]:
             for variant in _variants(entry):
                 for trial in _trials(search, entry["seeds"]):
                     spec = replace(base, batch_size=batch_size, **variant, **trial)
-                    yield PlannedRun(spec, execution)
+                    later = search and search["censor"] and trial["trial"] > 0
+                    yield PlannedRun(spec, censored if later else execution)
 
 
 def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, Any]]:
@@ -313,8 +324,9 @@ def numerics_report(paths: list[str], studies: Plan) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.study paths --configfile F [--study S] [--workload W]
-    [--missing | --existing]``: the record paths of a study, one per line (to train a part
-    first: ``snakemake --cores 2 --configfile F $(python -m experiments.study paths ...)``);
+    [--missing | --existing | --stale]``: the record paths of a study, one per line (to train
+    a part first: ``snakemake --cores 2 --configfile F $(python -m experiments.study paths
+    ...)``; to retrain the stale records: ``snakemake --force $(... --stale)``);
     ``studies`` instead prints them as JSON, study -> paths (``python -m analysis aggregate
     --study-file``: tables from the records landed so far, with ``--existing``); ``check``
     checks the written records against the runs the config asks for (exit 1 naming each
@@ -330,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--missing", action="store_true", help="only records not yet written")
     which.add_argument("--existing", action="store_true", help="only records written")
+    which.add_argument(
+        "--stale",
+        action="store_true",
+        help="only records written that are not the run the config asks for (as check finds "
+        "them): to retrain, pass them to snakemake with --force",
+    )
     args = parser.parse_args(argv)
     try:
         studies = plan(load_config(*args.configfile))
@@ -352,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(path: str) -> bool:
         if args.workload and studies.runs[path].spec.workload not in args.workload:
             return False
+        if args.stale:
+            return Path(path).exists() and bool(_stale([path], studies))
         return not (
             (args.missing and Path(path).exists()) or (args.existing and not Path(path).exists())
         )
