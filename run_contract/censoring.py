@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from run_contract.identity import RunSpec
 
-__all__ = ["Incumbent", "crossing", "incumbent", "replay", "search_incumbent", "stops"]
+__all__ = [
+    "Incumbent",
+    "crossing",
+    "incumbent",
+    "replay",
+    "search_incumbent",
+    "stop_row",
+    "stops",
+]
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,20 @@ def _reached(record: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     return row["metric"] <= target["value"]
 
 
+def stop_row(record: Mapping[str, Any], best: Incumbent | None) -> int | None:
+    """Where an uncensored record would have stopped against ``best``: the index of its
+    evaluation (``eval_curve``) at which it is censored, or None (it reached the target, or
+    its budget, first)."""
+    budget = record["budget"]["max_fresh"]
+    for index, row in enumerate(record["eval_curve"][1:], start=1):
+        reached = _reached(record, row)
+        if reached:
+            return None
+        if row["fresh_examples"] < budget and stops(row["fresh_examples"], reached, best):
+            return index
+    return None
+
+
 def replay(search: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
     """Censor a search's uncensored records as training in order would have.
 
@@ -131,14 +153,10 @@ def replay(search: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
     result: list[dict[str, Any] | None] = []
     for index, record in enumerate(ordered):
         best = incumbent(ordered[:index])
-        censored = None
-        budget = record["budget"]["max_fresh"]
-        for row in record["eval_curve"][1:]:
-            reached = _reached(record, row)
-            if reached:
-                break
-            if row["fresh_examples"] < budget and stops(row["fresh_examples"], reached, best):
-                censored = {"at_fresh": row["fresh_examples"], **best.as_dict()}
-                break
-        result.append(censored)
+        row = stop_row(record, best)
+        if row is None:
+            result.append(None)
+            continue
+        at_fresh = record["eval_curve"][row]["fresh_examples"]
+        result.append({"at_fresh": at_fresh, **best.as_dict()})
     return result
