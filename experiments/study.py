@@ -129,7 +129,8 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
             best match), e.g. ``config: studies.insertion.echo_factors[0]: 0.5 is less than
             the minimum of 1``; or a workload name that no module of
             ``experiments/workloads/`` registers; or a per_workload ``search`` in a study
-            without one.
+            without one; or ``echo_factors`` by point that leaves out a point of
+            ``echo_points``.
     """
     import jsonschema
     import yaml
@@ -154,6 +155,16 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
                 f"{', '.join(known)} (one module each in experiments/workloads/)"
             )
     for study, entry in config["studies"].items():
+        for key, sweep in [("", entry), *((f".per_workload.{n}", o) for n, o in
+                                         entry["per_workload"].items())]:  # fmt: skip
+            factors = sweep.get("echo_factors", entry["echo_factors"])
+            points = sweep.get("echo_points", entry["echo_points"])
+            unnamed = [p for p in points if isinstance(factors, Mapping) and p not in factors]
+            if unnamed:
+                raise ValueError(
+                    f"config: studies.{study}{key}.echo_factors: names no factors for echo "
+                    f"point {unnamed[0]!r}; name every point of echo_points ({', '.join(points)})"
+                )
         for name, override in entry["per_workload"].items():
             if "search" in override and (entry["search"] is None or override["search"] is None):
                 raise ValueError(
@@ -170,11 +181,17 @@ def _buffers(study: Mapping[str, Any], point: str) -> list[int]:
     return buffers[point] if isinstance(buffers, Mapping) else buffers
 
 
+def _factors(study: Mapping[str, Any], point: str) -> list[float]:
+    """The study's echo factors for ``point`` (a list, or a mapping of lists by point)."""
+    factors = study["echo_factors"]
+    return factors[point] if isinstance(factors, Mapping) else factors
+
+
 def _variants(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The echo settings of a study's sweep, the baseline (no echo stage) first."""
     yield {"echo_point": "none", "echo_factor": 1.0, "shuffle_buffer": 0}
     for point in entry["echo_points"]:
-        for factor in entry["echo_factors"]:
+        for factor in _factors(entry, point):
             for buffer in _buffers(entry, point):
                 yield {"echo_point": point, "echo_factor": factor, "shuffle_buffer": buffer}
 

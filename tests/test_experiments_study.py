@@ -630,3 +630,16 @@ def test_a_censored_search_trains_its_trials_in_order_and_searches_in_parallel()
     unordered["workloads"] = {WORKLOAD: {}}
     assert all(not run.waits_for() for run in plan(unordered).runs.values())
     assert all("--censor" not in run.args() for run in plan(unordered).runs.values())
+
+
+def test_echo_factors_by_point_sweep_each_point_its_own_factors():
+    study = {"echo_points": ["after_batch", "before_augment"],
+             "echo_factors": {"after_batch": [2], "before_augment": [2, 32]},
+             "shuffle_buffers": {"before_augment": [16]}}  # fmt: skip
+    runs = specs(small_config(**study))
+    echoed = {(r.echo_point, r.echo_factor) for r in runs if r.echo_point != "none"}
+    assert echoed == {("after_batch", 2.0), ("before_augment", 2.0), ("before_augment", 32.0)}
+    study["echo_factors"] = {"before_augment": [2, 32]}
+    with pytest.raises(ValueError, match=r"insertion\.echo_factors: names no factors for echo "
+                       r"point 'after_batch'"):  # fmt: skip
+        small_config(**study)
