@@ -35,9 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from experiments.registry import declared_names
+from run_contract.censoring import censoring_mismatch
 from run_contract.identity import RunOptions, RunSpec
 
-__all__ = ["Plan", "PlannedRun", "check_config", "load_config", "main", "plan"]
+__all__ = [
+    "Plan",
+    "PlannedRun",
+    "check_config",
+    "load_config",
+    "main",
+    "plan",
+    "record_problems",
+]
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -302,17 +311,31 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
     return check_config(config, SCHEMA)
 
 
-def _stale(paths: list[str], studies: Plan) -> list[str]:
-    """``PATH: FIELD: ...`` for each written record that is not the run its path plans."""
+def record_problems(path: str, studies: Plan) -> list[str]:
+    """What makes the written record at ``path`` stale: the fields where it is not the run
+    its path plans (`RunSpec.mismatches`), and a censoring its search's earlier trials no
+    longer support (`run_contract.censoring.censoring_mismatch`)."""
     from experiments import registry  # imports the workloads (torch)
 
-    stale = []
-    for path in paths:
-        spec = studies.runs[path].spec
-        record = json.loads(Path(path).read_text())
-        found = spec.mismatches(record, registry.defaults(spec.workload, spec.scale))
-        stale += [f"{path}: {line}" for line in found]
-    return stale
+    run = studies.runs[path]
+    record = json.loads(Path(path).read_text())
+    found = run.spec.mismatches(record, registry.defaults(run.spec.workload, run.spec.scale))
+    if "censored" in record:
+        earlier = [p for p in _earlier_paths(run, path) if Path(p).is_file()]
+        line = censoring_mismatch(record, [json.loads(Path(p).read_text()) for p in earlier])
+        found += [] if line is None else [line]
+    return found
+
+
+def _earlier_paths(run: PlannedRun, path: str) -> list[str]:
+    """The record paths of a trial's search's earlier trials, beside ``path``'s."""
+    out_dir = path[: path.rindex("/records/")]
+    return [earlier.path(out_dir) for earlier in run.spec.earlier_trials()]
+
+
+def _stale(paths: list[str], studies: Plan) -> list[str]:
+    """``PATH: FIELD: ...`` for each written record that is stale (`record_problems`)."""
+    return [f"{path}: {line}" for path in paths for line in record_problems(path, studies)]
 
 
 def numerics_report(paths: list[str], studies: Plan) -> list[str]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Incumbent",
+    "censoring_mismatch",
     "crossing",
     "incumbent",
     "replay",
@@ -108,6 +109,30 @@ def search_incumbent(spec: RunSpec, out_dir: str) -> Incumbent | None:
             )
         records.append(json.loads(path.read_text()))
     return incumbent(records)
+
+
+def censoring_mismatch(
+    record: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why a censored record no longer leaves its search's best unchanged, or None (it does,
+    or it is not censored): it stopped short of the best of its search's earlier trials as
+    they are now (one was retrained since), so it might have crossed before it.
+
+    Args:
+        record: A run record.
+        earlier: The current records of its search's earlier trials.
+    """
+    censored = record.get("censored")
+    if censored is None:
+        return None
+    best = incumbent(earlier)
+    if best is not None and censored["at_fresh"] >= best.fresh_examples:
+        return None
+    now = "none reached the target" if best is None else f"the best is {best.fresh_examples}"
+    return (
+        f"censored: stopped at {censored['at_fresh']} fresh examples against an incumbent of "
+        f"{censored['incumbent']}, but of its search's earlier trials {now} now: retrain it"
+    )
 
 
 def stops(fresh_examples: int, reached: bool, best: Incumbent | None) -> bool:

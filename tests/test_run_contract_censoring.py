@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from run_contract.censoring import Incumbent, crossing, incumbent, replay, stops
+from run_contract.censoring import (
+    Incumbent,
+    censoring_mismatch,
+    crossing,
+    incumbent,
+    replay,
+    stops,
+)
 
 ROOT = Path(__file__).parents[1]
 RECORDS = ROOT / "results" / "protocol" / "records"
@@ -75,3 +82,18 @@ def test_the_incumbent_is_the_fewest_fresh_examples_of_the_earlier_trials():
     assert incumbent(earlier) == Incumbent(800, 2)
     assert incumbent([record(0, None)]) is None
     assert incumbent([]) is None
+
+
+def test_a_censored_record_is_stale_once_its_search_best_moved_past_where_it_stopped():
+    def earlier(fresh):
+        return {"search": {"trial": 0}, "reached": fresh is not None,
+                "fresh_examples_to_target": fresh}  # fmt: skip
+
+    record = {"censored": {"at_fresh": 6400, "incumbent": 6000, "incumbent_trial": 0}}
+    assert censoring_mismatch(record, [earlier(6000)]) is None
+    assert censoring_mismatch(record, [earlier(5400)]) is None  # retrained lower: still exact
+    line = censoring_mismatch(record, [earlier(7000)])
+    assert line.startswith("censored: stopped at 6400 fresh examples against an incumbent of 6000")
+    assert "the best is 7000" in line
+    assert "none reached" in censoring_mismatch(record, [earlier(None)])
+    assert censoring_mismatch({"reached": True}, [earlier(7000)]) is None
