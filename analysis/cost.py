@@ -4,7 +4,8 @@ A censored trial (`run_contract.censoring`) stops at its first evaluation past i
 incumbent that misses the target, so it costs less than the uncensored runs that have landed.
 `censored_costs` replays the landed records of each tuned condition to measure that:
 
-* ``full_s``: an uncensored trial (a search's first), the mean of the landed runs;
+* ``full_s``: an uncensored trial (a search's first), the mean of the landed runs that were
+  not censored;
 * ``within_s``: a trial among the first ``trials`` of a search (as many as each landed search
   has), each landed trial after a search's first stopped against its own search's earlier
   trials, as training in order would have;
@@ -93,7 +94,7 @@ def censored_costs(
             for other, best in enumerate(bests)
             if other != number
         ]
-        full = [total_s for search in searches for _, total_s in search]
+        full = [s for search in searches for r, s in search if "censored" not in r] or [np.nan]
         rows.append(
             {
                 **dict(zip(COST_CONDITION, key, strict=True)),
