@@ -166,8 +166,8 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
     for study, entry in config["studies"].items():
         for key, sweep in [("", entry), *((f".per_workload.{n}", o) for n, o in
                                          entry["per_workload"].items())]:  # fmt: skip
-            factors = sweep.get("echo_factors", entry["echo_factors"])
-            points = sweep.get("echo_points", entry["echo_points"])
+            merged = {**entry, **sweep}  # a per_workload entry's keys replace the study's
+            factors, points = merged["echo_factors"], merged["echo_points"]
             unnamed = [p for p in points if isinstance(factors, Mapping) and p not in factors]
             if unnamed:
                 raise ValueError(
