@@ -220,8 +220,12 @@ class EchoOnStall:
         if self._resume_position is not None or self._in_epoch:
             epoch = self.epoch if self._resume_position is not None else self.epoch - 1
             position = self._resume_position or self._position
-            return make_state(epoch, position, self.fresh, self.emitted, self._source_state)
-        return make_state(self.epoch, 0, self.fresh, self.emitted, self._source_state)
+            return make_state(
+                "EchoOnStall", epoch, position, self.fresh, self.emitted, self._source_state
+            )
+        return make_state(
+            "EchoOnStall", self.epoch, 0, self.fresh, self.emitted, self._source_state
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from `state_dict`: the counts, and the loader's state through its

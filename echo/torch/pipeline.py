@@ -4,6 +4,7 @@ accounting of the fresh examples behind every batch that reaches training."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -110,6 +111,55 @@ class _Tagged(NamedTuple):
 
 def _identity(example: Any, rng: np.random.Generator) -> Any:
     return example
+
+
+class _ExampleOnly:
+    """Calls a one-argument (torchvision-style) ``augment(example)`` as ``(example, rng)``.
+
+    A class, not a closure, so that the pipeline still pickles into spawned workers.
+    """
+
+    def __init__(self, augment: Callable[[Any], Any]) -> None:
+        self.augment = augment
+
+    def __call__(self, example: Any, rng: np.random.Generator) -> Any:
+        return self.augment(example)
+
+
+def _as_augment(augment: Callable[..., Any]) -> Augment:
+    """``augment`` as ``(example, rng) -> example``, checked before the first batch.
+
+    A callable that takes the example alone (``lambda x: ...``, a torchvision transform:
+    v1's ``Compose(img)``, v2's ``forward(*inputs)``, which would treat ``rng`` as a second
+    input) is called with the example only.
+
+    Raises:
+        ValueError: ``augment`` is not callable, or takes neither ``(example)`` nor
+            ``(example, rng)``.
+    """
+    if not callable(augment):
+        raise ValueError(
+            f"augment must be a callable augment(example, rng) or augment(example), "
+            f"got {type(augment).__name__} {augment!r:.80}"
+        )
+    target = augment.forward if isinstance(augment, torch.nn.Module) else augment
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: trust the contract
+        return augment
+    kinds = [p.kind for p in signature.parameters.values()]
+    if kinds and all(kind is inspect.Parameter.VAR_POSITIONAL for kind in kinds):
+        return _ExampleOnly(augment)
+    for arguments, wrapped in (((None, None), augment), ((None,), _ExampleOnly(augment))):
+        try:
+            signature.bind(*arguments)
+        except TypeError:
+            continue
+        return wrapped
+    raise ValueError(
+        f"augment must take (example, rng) or (example), but {augment!r:.80} has the "
+        f"signature {signature}"
+    )
 
 
 def _untouched(tagged: _Tagged) -> _Tagged:
@@ -286,14 +336,15 @@ class EchoLoader:
         self._epoch_steps, self._resume = saved["position"], None
         yield from batches
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict[str, Any]:
         """Progress in the shared shape of `echo.state`: ``epoch`` in progress (or next),
         ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``) and
         ``emitted`` (= ``steps``)."""
         if self._resume is not None:
-            return dict(self._resume)
+            return make_state("EchoLoader", **self._resume)
         in_epoch = self._epoch_steps > 0
         return make_state(
+            "EchoLoader",
             self.epoch - 1 if in_epoch else self.epoch,
             self._epoch_steps,
             self.fresh_examples,
@@ -346,7 +397,9 @@ def build_pipeline(
             iterable is split by position). A map-style Dataset without ``__len__`` is
             refused; a one-shot iterator read in this process raises on a second epoch.
         augment: ``augment(example, rng) -> example`` with ``rng`` a seeded
-            `numpy.random.Generator`. torch's global generator is seeded too, per (seed,
+            `numpy.random.Generator`, or ``augment(example) -> example`` (a one-argument
+            function or a torchvision transform, told apart by its signature when the
+            pipeline is built). torch's global generator is seeded too, per (seed,
             epoch, worker), so torchvision transforms are reproducible; with
             ``num_workers=0`` it is swapped in only while a batch is made, so training's own
             torch draws are unaffected. Default: identity.
@@ -362,8 +415,9 @@ def build_pipeline(
         An `EchoLoader`.
 
     Raises:
-        ValueError: A bad argument, or a setting given both in ``settings`` and by name; the
-            message names it and what is valid.
+        ValueError: A bad argument (also a non-iterable ``read`` or an ``augment`` that takes
+            neither ``(example, rng)`` nor ``(example)``), or a setting given both in
+            ``settings`` and by name; the message names it and what is valid.
         TypeError: Neither ``settings`` nor ``batch_size`` is given.
     """
     given = {name: value for name, value in options.items() if name in _SETTINGS}
@@ -381,5 +435,6 @@ def build_pipeline(
             f"loader options {list(_LOADER_OPTIONS)}"
         )
     check_source(read, "read")
-    stages = _ExampleStages(read, augment or _identity, collate or default_collate, settings)
+    augment = _identity if augment is None else _as_augment(augment)
+    stages = _ExampleStages(read, augment, collate or default_collate, settings)
     return EchoLoader(stages, settings, loader_options)
