@@ -25,6 +25,7 @@ __all__ = [
     "check_seed",
     "check_shuffle_buffer",
     "echo_items",
+    "echoed_count",
     "resolve_seed",
     "stage_rng",
 ]
@@ -177,3 +178,24 @@ def echo_items(
         yield buffer.pop()
     if on_exhausted is not None:
         on_exhausted()
+
+
+def echoed_count(items: int, factor: float, shuffle_buffer: int, rng: random.Random) -> int:
+    """How many copies `echo_items` emits for ``items`` items drawing from ``rng``.
+
+    An integer factor gives ``items * factor``. A fractional one replays the draws (the
+    shuffle buffer's too, which come from the same generator) on the items' positions, so the
+    count is exact without reading the items: about a microsecond per item.
+
+    Args:
+        items: Items that enter the stage.
+        factor: Mean number of copies per item (>= 1).
+        shuffle_buffer: The stage's shuffle buffer.
+        rng: A generator in the state the stage's would start from (see `stage_rng`).
+    """
+    if factor.is_integer():
+        return items * int(factor)
+    counts = EchoCounts()
+    for _ in echo_items(range(items), factor, shuffle_buffer, rng, counts):
+        pass
+    return counts.emitted

@@ -275,3 +275,17 @@ def test_an_augment_with_another_signature_is_refused_before_the_first_batch():
         build_pipeline(read_ids(8), lambda x, rng, size: x, batch_size=4)
     with pytest.raises(ValueError, match="augment must be a callable"):
         build_pipeline(read_ids(8), "flip", batch_size=4)
+
+
+@pytest.mark.parametrize("point", list(EchoPoint))
+@pytest.mark.parametrize(("factor", "num_workers"), [(2, 0), (1.5, 0), (1.5, 2)])
+def test_batches_per_epoch_is_exact_for_every_point_and_epoch(point, factor, num_workers):
+    loader = build_pipeline(
+        read_ids(37), tag_augment, point=point, factor=factor, shuffle_buffer=3,
+        batch_size=4, num_workers=num_workers, seed=2,
+    )  # fmt: skip
+    expected = [loader.batches_per_epoch(epoch=e) for e in range(3)]
+    assert [sum(1 for _ in loader) for _ in range(3)] == expected
+    assert loader.batches_per_epoch() == sum(1 for _ in loader)
+    with pytest.raises(TypeError, match="sized, indexable read"):
+        build_pipeline(iter(read_ids(4)), batch_size=2).batches_per_epoch()

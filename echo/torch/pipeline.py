@@ -20,12 +20,20 @@ from echo.core import (
     check_seed,
     check_shuffle_buffer,
     echo_items,
+    echoed_count,
     stage_rng,
 )
 from echo.points import EchoPoint
 from echo.state import check_state, make_state
 from echo.torch.distributed import resolve_rank
-from echo.torch.sources import check_source, is_indexable, is_one_shot, one_shot_error, shard
+from echo.torch.sources import (
+    check_source,
+    is_indexable,
+    is_one_shot,
+    one_shot_error,
+    shard,
+    shard_indices,
+)
 
 __all__ = ["EchoLoader", "PipelineSettings", "build_pipeline"]
 
@@ -286,6 +294,44 @@ class EchoLoader:
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``for`` loop run ``epoch`` (source order and draws depend on it)."""
         self.epoch = check_int(epoch, "epoch")
+
+    def batches_per_epoch(self, epoch: int | None = None) -> int:
+        """Batches one epoch delivers on this rank, echoes included, exactly (e.g. for a
+        learning-rate schedule's total steps).
+
+        With an integer factor every epoch has the same count; with a fractional one it
+        follows the epoch's seeded draws, which this replays without reading the source.
+
+        Args:
+            epoch: The epoch to count. Default None: the one the next ``for`` loop runs.
+
+        Raises:
+            TypeError: ``read`` is not sized and indexable (an iterable has no count until it
+                has been read).
+            ValueError: A bad ``epoch``.
+        """
+        read, settings = self._stages.read, self.settings
+        epoch = self.epoch if epoch is None else check_int(epoch, "epoch")
+        if not is_indexable(read):
+            raise TypeError(
+                "batches_per_epoch needs a sized, indexable read (a list or a map-style "
+                f"Dataset), got a {type(read).__name__}: count the batches of the first epoch "
+                "instead"
+            )
+        workers = max(1, settings.num_workers)
+        size, point = settings.batch_size, settings.point
+        total = 0
+        for worker in range(workers):
+            indices = range(len(read))
+            items = len(shard_indices(indices, worker, workers, settings.rank, settings.world_size))
+            if point in (EchoPoint.BEFORE_AUGMENT, EchoPoint.AFTER_AUGMENT):
+                rng = stage_rng(settings.seed, "echo", worker, epoch)
+                items = echoed_count(items, settings.factor, settings.shuffle_buffer, rng)
+            total += items // size if settings.drop_last else -(-items // size)
+        if point is EchoPoint.AFTER_BATCH:
+            rng = stage_rng(settings.seed, "batch_echo", epoch)
+            total = echoed_count(total, settings.factor, settings.shuffle_buffer, rng)
+        return total
 
     def _dataloader(self, epoch: int) -> DataLoader:
         self._stages.epoch = epoch

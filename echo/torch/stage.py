@@ -17,6 +17,7 @@ from echo.core import (
     check_int,
     check_shuffle_buffer,
     echo_items,
+    echoed_count,
     resolve_seed,
     stage_rng,
 )
@@ -254,19 +255,10 @@ class Echo(IterableDataset, Generic[T]):
         total = 0
         for worker in range(workers):
             items = len(shard_indices(indices, worker, workers, self.rank, self.world_size))
-            items = self._copies(items, worker, epoch)
+            rng = stage_rng(self.seed, "echo", worker, epoch)
+            items = echoed_count(items, self.factor, self.shuffle_buffer, rng)
             total += items // batch_size if drop_last else -(-items // batch_size)
         return total
-
-    def _copies(self, items: int, worker: int, epoch: int) -> int:
-        """Copies that ``items`` items give in worker ``worker``'s run of ``epoch``."""
-        if self.factor.is_integer():
-            return items * int(self.factor)
-        counts = EchoCounts()
-        rng = stage_rng(self.seed, "echo", worker, epoch)
-        for _ in echo_items(range(items), self.factor, self.shuffle_buffer, rng, counts):
-            pass
-        return counts.emitted
 
     def _ticked(self) -> int:
         ticker = self._run.ticker if self._run is not None else None
