@@ -16,6 +16,7 @@
     python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis trials --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis readme README.md
+    python -m analysis advice --runs results/protocol/runs.csv --out echo/evidence.json
     python -m analysis compare results .test-slurm/results
     python -m analysis verify --cheapest 3 --out results/verify.csv
     python -m analysis verify --configfile config/protocol.yaml --random 5 --seed 1 \
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import advice
 from analysis._io import atomic_write, require_columns
 from analysis.compare import compare_record_dirs
 from analysis.records import aggregate, read_runs, write_tables
@@ -274,6 +276,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )  # fmt: skip
     verify.add_argument("--out", required=True, help="CSV to write, one row per record")
     return parser, {
+        "advice": advice.add_command(commands),
         "aggregate": build,
         "figure": figure,
         "summary": summary,
@@ -697,6 +700,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser, commands = _parser()
     args = parser.parse_args(argv)
     command = {
+        "advice": advice.run,
         "aggregate": _aggregate,
         "figure": _figure,
         "summary": _summary,

@@ -4,7 +4,6 @@ accounting of the fresh examples behind every batch that reaches training."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -15,6 +14,7 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 
 from echo.core import (
     EchoCounts,
+    augment_takes_rng,
     check_factor,
     check_int,
     check_seed,
@@ -135,39 +135,14 @@ class _ExampleOnly:
 
 
 def _as_augment(augment: Callable[..., Any]) -> Augment:
-    """``augment`` as ``(example, rng) -> example``, checked before the first batch.
-
-    A callable that takes the example alone (``lambda x: ...``, a torchvision transform:
-    v1's ``Compose(img)``, v2's ``forward(*inputs)``, which would treat ``rng`` as a second
-    input) is called with the example only.
+    """``augment`` as ``(example, rng) -> example``, checked before the first batch
+    (`echo.core.augment_takes_rng`): one that takes the example alone is called with it only.
 
     Raises:
-        ValueError: ``augment`` is not callable, or takes neither ``(example)`` nor
-            ``(example, rng)``.
+        ValueError: ``augment`` is not callable, or takes neither ``(example, rng)`` nor
+            ``(example)``.
     """
-    if not callable(augment):
-        raise ValueError(
-            f"augment must be a callable augment(example, rng) or augment(example), "
-            f"got {type(augment).__name__} {augment!r:.80}"
-        )
-    target = augment.forward if isinstance(augment, torch.nn.Module) else augment
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):  # a builtin without a signature: trust the contract
-        return augment
-    kinds = [p.kind for p in signature.parameters.values()]
-    if kinds and all(kind is inspect.Parameter.VAR_POSITIONAL for kind in kinds):
-        return _ExampleOnly(augment)
-    for arguments, wrapped in (((None, None), augment), ((None,), _ExampleOnly(augment))):
-        try:
-            signature.bind(*arguments)
-        except TypeError:
-            continue
-        return wrapped
-    raise ValueError(
-        f"augment must take (example, rng) or (example), but {augment!r:.80} has the "
-        f"signature {signature}"
-    )
+    return augment if augment_takes_rng(augment) else _ExampleOnly(augment)
 
 
 def _untouched(tagged: _Tagged) -> _Tagged:
