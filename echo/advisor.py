@@ -14,8 +14,10 @@ batch takes ``max(upstream, e x step)``, so the wall time to target relative to 
 ``ratio(e) x max(1, e / R)``, ``ratio(e)`` being the study's fresh-examples ratio at that point
 and factor. Echoing before augmentation repeats the augmentation, so when the read and
 augment stages are given their shares ``(1 - a)`` and ``a`` of the upstream, that point's
-upstream per fresh batch is ``(1 - a) + e a`` instead of 1. The setting with the least
-expected time is advised, with its interval (the ratio's min-max over the searches).
+upstream per fresh batch is ``(1 - a) + e a`` instead of 1. Where R falls between two
+factors measured at a point, ``e = R`` (as many steps as the loader allows) is priced too, its
+ratio interpolated in log-log between the two. The setting with the least expected time is
+advised, with its interval (the ratio's min-max over the searches).
 
 `echo` imports nothing else of this project: the evidence travels as a file beside this one.
 """
@@ -227,6 +229,9 @@ class Candidate:
         study: The protocol study's part that measured it.
         searches: Searches behind the ratio.
         trials_per_search: Trials of each search.
+        between: For a factor the study did not measure (R itself, between two measured
+            factors of the point), those factors; the ratio and its bounds are interpolated
+            linearly in log-log. None for a measured factor.
     """
 
     point: str
@@ -239,6 +244,7 @@ class Candidate:
     study: str
     searches: int
     trials_per_search: int | None
+    between: tuple[float, float] | None = None
 
     @property
     def time(self) -> float:
@@ -251,13 +257,19 @@ class Candidate:
         return self.low * self.pipeline, self.high * self.pipeline
 
     def describe(self) -> str:
-        """``point e=F (buffer B): xT (L-H)``."""
+        """``point e=F (shuffle_buffer=B[; interpolated ...]): xT (L-H)``."""
         low, high = self.interval
-        factor = f"{self.factor:g}"
         return (
-            f"{self.point} e={factor} (shuffle_buffer={self.shuffle_buffer}): "
+            f"{self.point} e={self.factor:.3g} ({self.settings()}): "
             f"x{self.time:.3f} ({low:.3f}-{high:.3f})"
         )
+
+    def settings(self) -> str:
+        """``shuffle_buffer=B``, and where the factor's ratio was interpolated from."""
+        text = f"shuffle_buffer={self.shuffle_buffer}"
+        if self.between is not None:
+            text += f"; ratio interpolated between e={self.between[0]:g} and {self.between[1]:g}"
+        return text
 
 
 def recommend(R: float, workload: str, *, augment_share: float | None = None) -> list[Candidate]:
@@ -279,27 +291,59 @@ def recommend(R: float, workload: str, *, augment_share: float | None = None) ->
         raise ValueError(f"augment_share must be in [0, 1], got {augment_share!r}")
     _check_workload(workload)
     share = augment_share or 0.0
-    candidates = []
+    by_point: dict[str, list[dict[str, Any]]] = {}
     for row in evidence()["rows"]:
-        if row["workload"] != workload:
-            continue
-        e = row["echo_factor"]
-        upstream = (1 - share) + e * share if row["echo_point"] == EchoPoint.BEFORE_AUGMENT else 1
-        candidates.append(
-            Candidate(
-                point=row["echo_point"],
-                factor=e,
-                shuffle_buffer=row["shuffle_buffer"],
-                ratio=row["ratio"],
-                low=row["low"],
-                high=row["high"],
-                pipeline=max(upstream, e / R),
-                study=row["study"],
-                searches=row["searches"],
-                trials_per_search=row["trials_per_search"],
-            )
-        )
+        if row["workload"] == workload:
+            by_point.setdefault(row["echo_point"], []).append(row)
+    candidates = []
+    for rows in by_point.values():
+        rows.sort(key=lambda row: row["echo_factor"])
+        for row in rows:
+            candidates.append(_priced(row, R, share))
+        factor = round(R, 2)  # e = R: as many steps as the loader allows, no more
+        for below, above in itertools.pairwise(rows):
+            if below["echo_factor"] < factor < above["echo_factor"]:
+                candidates.append(_priced(_between(below, above, factor), R, share))
     return sorted(candidates, key=lambda c: (c.time, c.factor))
+
+
+def _between(below: dict[str, Any], above: dict[str, Any], factor: float) -> dict[str, Any]:
+    """An evidence row at ``factor`` between two measured ones: the ratio and its bounds
+    interpolated linearly in log(factor) and log(ratio)."""
+    weight = math.log(factor / below["echo_factor"]) / math.log(
+        above["echo_factor"] / below["echo_factor"]
+    )
+
+    def interpolated(key: str) -> float:
+        return math.exp((1 - weight) * math.log(below[key]) + weight * math.log(above[key]))
+
+    return {
+        **below,
+        "echo_factor": factor,
+        "ratio": interpolated("ratio"),
+        "low": interpolated("low"),
+        "high": interpolated("high"),
+        "searches": min(below["searches"], above["searches"]),
+        "between": (below["echo_factor"], above["echo_factor"]),
+    }
+
+
+def _priced(row: dict[str, Any], R: float, share: float) -> Candidate:
+    e = row["echo_factor"]
+    upstream = (1 - share) + e * share if row["echo_point"] == EchoPoint.BEFORE_AUGMENT else 1
+    return Candidate(
+        point=row["echo_point"],
+        factor=e,
+        shuffle_buffer=row["shuffle_buffer"],
+        ratio=row["ratio"],
+        low=row["low"],
+        high=row["high"],
+        pipeline=max(upstream, e / R),
+        study=row["study"],
+        searches=row["searches"],
+        trials_per_search=row["trials_per_search"],
+        between=row.get("between"),
+    )
 
 
 @dataclass(frozen=True)
@@ -384,8 +428,7 @@ def _report(advice: Advice) -> list[str]:
         return lines
     low, high = best.interval
     lines += [
-        f"Advice: echo {best.point} with factor {best.factor:g} "
-        f"(shuffle_buffer={best.shuffle_buffer}).",
+        f"Advice: echo {best.point} with factor {best.factor:.3g} ({best.settings()}).",
         f"  Expected wall time to target: x{best.time:.3f} of no echoing ({low:.3f}-{high:.3f}):"
         f" fresh-examples ratio {best.ratio:.3f} ({best.low:.3f}-{best.high:.3f} over "
         f"{best.searches} searches of {best.trials_per_search} trials) x time per fresh "
@@ -401,7 +444,9 @@ def _report(advice: Advice) -> list[str]:
         )
     others = [c.describe() for c in advice.candidates[1:4]]
     lines.append(f"  Next best: {'; '.join(others)}.")
-    batch_echo = [c for c in advice.candidates if c.point == EchoPoint.AFTER_BATCH]
+    batch_echo = [
+        c for c in advice.candidates if c.point == EchoPoint.AFTER_BATCH and c.between is None
+    ]
     evidence_note = (
         f"where {advice.workload}'s ratio at e={batch_echo[0].factor:g} is "
         f"{batch_echo[0].ratio:.3f} ({batch_echo[0].low:.3f}-{batch_echo[0].high:.3f})"

@@ -4,6 +4,7 @@ echo setting from the protocol study's evidence."""
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import pytest
@@ -66,6 +67,20 @@ def test_the_advised_setting_minimises_ratio_times_the_pipeline_factor(workload)
     assert candidates[0].interval[0] <= candidates[0].time <= candidates[0].interval[1]
 
 
+def test_between_two_measured_factors_e_equals_r_is_priced_from_both():
+    best = recommend(3.0, "imagenet_resnet")[0]
+    assert (best.point, best.factor, best.between) == ("before_augment", 3.0, (2.0, 4.0))
+    rows = {
+        r["echo_factor"]: r
+        for r in evidence()["rows"]
+        if r["workload"] == "imagenet_resnet" and r["echo_point"] == "before_augment"
+    }
+    two, four = rows[2.0]["ratio"], rows[4.0]["ratio"]
+    assert best.ratio == pytest.approx(two * (four / two) ** math.log2(3 / 2))  # log-log
+    assert rows[4.0]["ratio"] < best.ratio < rows[2.0]["ratio"] and best.pipeline == 1.0
+    assert "ratio interpolated between e=2 and 4" in best.describe()
+
+
 def test_an_expensive_augmentation_moves_the_advice_after_it():
     cheap = recommend(8.0, "imagenet_resnet")[0]
     assert (cheap.point, cheap.factor) == ("before_augment", 8.0)
@@ -85,10 +100,11 @@ def test_the_advice_names_its_evidence_interval_scale_and_echo_on_stall():
                          windows=2, batches=3)  # fmt: skip
     text = str(advice)
     best = advice.setting
-    assert best is not None and best.point == "before_augment" and best.factor in (2.0, 4.0)
+    assert best is not None and best.point == "before_augment"
+    assert best.factor == pytest.approx(advice.measurement.R, abs=0.01)  # between e = 2 and 4
     for expected in ("imagenet_resnet", "image classification", "results/protocol/summary.csv",
                      f"study {best.study}", "cpu scale", f"{best.low:.3f}-{best.high:.3f}",
-                     f"EchoOnStall(loader, max_factor={int(best.factor)})"):  # fmt: skip
+                     f"EchoOnStall(loader, max_factor={math.ceil(best.factor)})"):  # fmt: skip
         assert expected in text
 
 
