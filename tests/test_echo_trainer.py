@@ -75,6 +75,15 @@ def test_epochs_count_fresh_passes_and_the_logs_carry_fresh_examples(tmp_path, p
     assert logged[steps // 2 - 1] == EXAMPLES  # one epoch: every example read once
 
 
+@pytest.mark.slow  # worker processes under Trainer: tens of seconds on 2 cores
+def test_dataloader_workers_read_each_example_once_per_epoch(tmp_path):
+    trainer, seen = _run(tmp_path, "after_augment", 1.5, num_train_epochs=1, save_steps=100,
+                         dataloader_num_workers=2)  # fmt: skip
+    assert len(seen) == trainer.state.max_steps == trainer.echo_loader.steps
+    assert {row[0] for batch in seen for row in batch} == set(range(EXAMPLES))
+    assert trainer.state.log_history[-2]["fresh_examples"] == EXAMPLES
+
+
 def test_max_steps_counts_optimizer_steps_echoes_included(tmp_path):
     trainer, seen = _run(tmp_path, "after_batch", 3, buffer=0, max_steps=7, save_steps=100)
     assert len(seen) == 7 and trainer.state.global_step == 7

@@ -359,8 +359,8 @@ class EchoLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """Progress in the shared shape of `echo.state`: ``epoch`` in progress (or next),
-        ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``) and
-        ``emitted`` (= ``steps``)."""
+        ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``), ``emitted``
+        (= ``steps``), and ``units`` (``fresh`` in examples, the others in batches)."""
         if self._resume is not None:
             return make_state("EchoLoader", **self._resume)
         in_epoch = self._epoch_steps > 0

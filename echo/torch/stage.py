@@ -356,7 +356,8 @@ class Echo(IterableDataset, Generic[T]):
         """The stage's progress in the shared shape of `echo.state` (for `load_state_dict`).
 
         Keys: ``epoch`` (the epoch in progress, or the next one once an epoch has ended),
-        ``position`` (items emitted in that epoch so far), ``fresh`` and ``emitted`` (totals).
+        ``position`` (items emitted in that epoch so far), ``fresh`` and ``emitted`` (totals),
+        and ``units`` (all three count items of the source).
         Inside a DataLoader worker (``StatefulDataLoader`` calls it there) it is that worker's
         own state; in the main process it covers the main process and, between epochs, the
         workers' totals. Resuming mid-epoch replays the epoch's draws up to ``position``, so it
