@@ -15,7 +15,10 @@ RUNS = "results/protocol/runs.csv"
 
 def test_the_committed_evidence_is_what_the_committed_records_give():
     computed = evidence(read_runs(ROOT / RUNS), RUNS)
-    assert (ROOT / "echo" / "evidence.json").read_text() == dumps(computed)
+    assert (ROOT / "echo" / "evidence.json").read_text() == dumps(computed), (
+        f"echo/evidence.json is stale: python -m analysis advice --runs {RUNS} "
+        "--out echo/evidence.json"
+    )
     assert {row["workload"] for row in computed["rows"]} == set(FAMILIES)
     for row in computed["rows"]:
         assert row["low"] <= row["ratio"] <= row["high"] and row["searches"] == 5
