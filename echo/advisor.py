@@ -410,12 +410,16 @@ def _report(advice: Advice) -> list[str]:
             "cannot make training faster.",
         ]
     if advice.workload is None:
-        lines.append("Input-bound. Best measured setting per workload (expected time to target")
-        lines.append("relative to no echoing, min-max over the searches):")
+        lines.append("Input-bound. Best setting per workload (expected time to target relative")
+        lines.append("to no echoing, min-max over the searches):")
         for name, family in workloads().items():
             best = recommend(m.R, name, augment_share=m.augment_share)[0]
             lines.append(f"  {name} ({family}): {best.describe()}")
-        lines.append("Name the nearest one (workload=..., --workload) for one setting.")
+        lines.append(
+            "Name the nearest one (workload=..., --workload) for one setting, and for "
+            "EchoOnStall(loader, max_factor=...) capped at its factor, which echoes only while "
+            "the step would wait."
+        )
         return lines
     family = workloads()[advice.workload]
     best = advice.setting
