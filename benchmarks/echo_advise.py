@@ -1,7 +1,8 @@
 """Does `echo.advise` measure R honestly, and is its advice as fast as the best fixed factor?
 
 The synthetic pipeline of `benchmarks.echo_speedup`: one DataLoader worker that waits R x the
-step time per batch, and a step of single-threaded matmuls. For each R, `echo.advise`
+step time per batch (the step's time as measured once its matmuls are calibrated), and a step
+of single-threaded matmuls. For each R, `echo.advise`
 measures the loader and the step (R within 15% of the set value is the goal; R "as run", the
 upstream wait over the step time measured just before, is reported beside) and advises a
 setting for ``--workload``; then, side by side in interleaved rounds, the advised factor runs
@@ -58,8 +59,8 @@ def run(args: argparse.Namespace) -> list[dict]:
         `EchoOnStall` rates over the best fixed factor's, and the settings.
     """
     torch.set_num_threads(1)
-    step_s = args.step_ms / 1000
-    step = ComputeStep(step_s)
+    step = ComputeStep(args.step_ms / 1000)
+    step_s = step.seconds  # R is set against the step as measured, not as asked
     print(f"downstream step: {step.seconds * 1000:.2f} ms measured ({args.step_ms} ms asked)")
     rows = []
     for ratio in args.ratios:

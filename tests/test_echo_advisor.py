@@ -44,7 +44,7 @@ def make_augment():
 def test_measure_times_the_loader_and_the_step_apart():
     measured = measure(make_loader(), make_step(), windows=3, batches=4, warmup=1)
     assert len(measured.ratios) == 3
-    assert 2.5 < measured.R < 3.5  # 30 ms per batch over 10 ms per step
+    assert 2 < measured.R < 4  # 30 ms per batch over 10 ms per step (sleeps overshoot)
 
 
 def test_read_and_augment_split_the_upstream():
@@ -96,12 +96,12 @@ def test_at_an_upstream_the_step_keeps_up_with_there_is_nothing_to_do():
 
 
 def test_the_advice_names_its_evidence_interval_scale_and_echo_on_stall():
-    advice = echo.advise(make_loader(), make_step(), workload="imagenet_resnet",
+    advice = echo.advise(make_loader(0.04), make_step(), workload="imagenet_resnet",
                          windows=2, batches=3)  # fmt: skip
     text = str(advice)
     best = advice.setting
     assert best is not None and best.point == "before_augment"
-    assert best.factor == pytest.approx(advice.measurement.R, abs=0.01)  # between e = 2 and 4
+    assert best.factor == pytest.approx(advice.measurement.R, abs=0.01)  # e = R, R near 4
     for expected in ("imagenet_resnet", "image classification", "results/protocol/summary.csv",
                      f"study {best.study}", "cpu scale", f"{best.low:.3f}-{best.high:.3f}",
                      f"EchoOnStall(loader, max_factor={math.ceil(best.factor)})"):  # fmt: skip
