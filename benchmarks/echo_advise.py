@@ -1,8 +1,9 @@
 """Does `echo.advise` measure R honestly, and is its advice as fast as the best fixed factor?
 
 The synthetic pipeline of `benchmarks.echo_speedup`: one DataLoader worker that waits R x the
-step time per batch (the step's time as measured once its matmuls are calibrated), and a step
-of single-threaded matmuls. For each R, `echo.advise`
+step time per batch (the step's time as measured), and a step of single-threaded matmuls
+(``--step wait``: a step that waits, as the host waits for an accelerator, whose time a busy
+machine does not change). For each R, `echo.advise`
 measures the loader and the step (R within 15% of the set value is the goal; R "as run", the
 upstream wait over the step time measured just before, is reported beside) and advises a
 setting for ``--workload``; then, side by side in interleaved rounds, the advised factor runs
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 import torch
 from torch.utils.data import DataLoader
@@ -28,13 +30,25 @@ from echo import advise
 from echo.advisor import workloads
 from echo.torch import Echo, EchoOnStall
 
-__all__ = ["main", "run"]
+__all__ = ["WaitingStep", "main", "run"]
 
 _COLUMNS = [
     "upstream_ratio_R", "as_run_R", "advise_R", "advise_R_error", "advised_point", "advised_factor",
     "advised_steps_per_s", "best_fixed_factor", "best_fixed_steps_per_s", "advised_over_best",
     "on_stall_max_factor", "on_stall_over_best",
 ]  # fmt: skip
+
+
+class WaitingStep(ComputeStep):
+    """A step that waits ``seconds`` (``time.sleep``), as the host waits for an accelerator:
+    its time does not depend on what else runs on the CPUs."""
+
+    def __init__(self, seconds: float) -> None:
+        self.wait = seconds
+        self.seconds = self.measure()
+
+    def __call__(self, batch: torch.Tensor | None) -> None:
+        time.sleep(self.wait)
 
 
 def _loader(ratio: float, step_s: float, args: argparse.Namespace) -> DataLoader:
@@ -59,7 +73,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         `EchoOnStall` rates over the best fixed factor's, and the settings.
     """
     torch.set_num_threads(1)
-    step = ComputeStep(args.step_ms / 1000)
+    step = (WaitingStep if args.step == "wait" else ComputeStep)(args.step_ms / 1000)
     step_s = step.seconds  # R is set against the step as measured, not as asked
     print(f"downstream step: {step.seconds * 1000:.2f} ms measured ({args.step_ms} ms asked)")
     rows = []
@@ -110,6 +124,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             "steps": args.steps,
             "rounds": args.rounds,
             "upstream": args.upstream,
+            "step": args.step,
             "step_ms": args.step_ms,
             "step_ms_measured": step.seconds * 1000,
             "machine": machine_note(),
@@ -154,6 +169,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=40, help="timed steps per case (40)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per case; median (3)")
     parser.add_argument("--step-ms", type=float, default=10.0, help="downstream step (10 ms)")
+    parser.add_argument(
+        "--step", choices=["compute", "wait"], default="compute",
+        help="the step: single-threaded matmuls (compute, as benchmarks.echo_speedup's), or a "
+        "wait, as the host's for an accelerator (its time independent of CPU load)",
+    )  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=64, help="rows per batch (64)")
     parser.add_argument(
         "--upstream", choices=["sleep", "spin"], default="sleep",
