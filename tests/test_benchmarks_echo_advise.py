@@ -12,9 +12,11 @@ from benchmarks.echo_advise import main
 def test_the_csv_holds_the_measured_r_and_the_advised_setting_beside_the_fixed_ones(tmp_path):
     out = tmp_path / "advise.csv"
     main(["--out", str(out), "--ratios", "3", "--factors", "1", "2", "--steps", "3",
-          "--rounds", "2", "--windows", "2", "--batches", "2", "--step-ms", "2"])  # fmt: skip
+          "--rounds", "2", "--windows", "2", "--batches", "2", "--step-ms", "5",
+          "--step", "wait"])  # fmt: skip
     (row,) = pd.read_csv(out).to_dict("records")
-    assert row["upstream_ratio_R"] == 3 and row["advise_R_low"] <= row["advise_R"]
+    assert row["upstream_ratio_R"] == 3 and row["step"] == "wait"
+    assert row["advise_R_low"] <= row["advise_R"] <= row["advise_R_high"]
     assert row["advise_R_error"] == pytest.approx(row["advise_R"] / 3 - 1)
     assert row["workload"] == "imagenet_resnet" and row["advised_factor"] >= 1  # timing: noisy
     assert row["best_fixed_factor"] in (1, 2)
