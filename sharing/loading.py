@@ -98,6 +98,9 @@ class LoaderThread:
         epochs: Epochs to load; None: until `stop` or `finish`.
         wake: Called (from the thread) after each item is queued.
         depth: Items queued ahead of the serving loop. Default 2.
+        adopt: Turns each batch into what is queued, in this thread, as soon as the loader
+            yields it (the loader's own batch is let go of at once). Default None: queued as
+            it is.
     """
 
     def __init__(
@@ -106,8 +109,10 @@ class LoaderThread:
         epochs: int | None,
         wake: Callable[[], None],
         depth: int = 2,
+        adopt: Callable[[Any], Any] | None = None,
     ) -> None:
         self.loader, self.epochs, self._wake = loader, epochs, wake
+        self._adopt = adopt or (lambda batch: batch)
         self._queue: queue.Queue[Item] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finish = threading.Event()
@@ -161,7 +166,9 @@ class LoaderThread:
                     self.loader.set_epoch(epoch)
                 count = 0
                 for batch in self.loader:
-                    if not self._put(Loaded(epoch, count, batch)):
+                    item = Loaded(epoch, count, self._adopt(batch))
+                    del batch  # the loader's memory (a worker's /dev/shm file) goes now
+                    if not self._put(item):
                         return
                     count += 1
                 if count == 0 and self._finish.is_set():
@@ -184,7 +191,9 @@ class LoaderThread:
             if batches and hasattr(source, "set_epoch"):
                 source.set_epoch(epoch)
             for index, batch in enumerate(source if batches else ()):
-                if not self._put(Owed(epoch, index, batch)):
+                item = Owed(epoch, index, self._adopt(batch))
+                del batch
+                if not self._put(item):
                     return
                 if index + 1 == batches:
                     break  # the rest of this epoch is owed to nobody

@@ -20,12 +20,14 @@ import torch
 from sharing import endpoint as endpoints
 from sharing import lifetime, protocol
 from sharing.args import check_stream, signature_of_init
+from sharing.copied import SegmentCopier, out_of_shm
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import Peer, Peers, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
 from sharing.pooled import PooledBatch, PooledLoader
+from sharing.segments import SegmentPool
 from sharing.store import BatchStore, SharedBatch
 
 __all__ = ["LATE_JOIN_MODES", "Producer"]
@@ -61,10 +63,12 @@ def _accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
 class Producer:
     """Serve the batches of ``loader`` to every `Consumer` connected to ``endpoint``.
 
-    The producer iterates ``loader`` once per epoch in a background thread. Each batch's
-    tensors live in shared memory (a DataLoader worker's batch already does; anything else
-    is moved there once); consumers receive the memory's descriptors with a small message and
-    map the batch without copying it. Every consumer receives every batch of every epoch
+    The producer iterates ``loader`` once per epoch in a background thread, which copies each
+    batch into a recycled anonymous memory segment as it arrives and lets the loader's memory
+    go at once: a DataLoader's batches leave /dev/shm (64 MB in many containers) as soon as
+    they are made, so the loader needs no more of it than it does alone (`sharing.copied`).
+    Consumers receive a segment's descriptor once, keep it mapped, and read each batch in it
+    without copying it. Every consumer receives every batch of every epoch
     exactly once, in one order, the tail included. The producer waits for ``consumers``
     consumers before it starts, pauses while none is connected, and never runs more than
     ``max_lag`` batches ahead of the slowest consumer, so it holds at most ``max_lag`` batches
@@ -158,7 +162,14 @@ class Producer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._loading = LoaderThread(loader, epochs, self._wake)
+        # A loader's batches are copied into recycled segments as they arrive (none held in
+        # /dev/shm); from_dataset's are made in them, and device batches are shared as they are.
+        self._copier = None
+        if self.device is None and not isinstance(loader, PooledLoader):
+            self._copier = SegmentCopier()
+        self._loading = LoaderThread(
+            loader, epochs, self._wake, adopt=self._copier and self._copier.copy
+        )
         self._store = BatchStore()
         self._peers = Peers(self._listener, self._store, _HELLO_TIMEOUT_S)
         self._batches_per_epoch = length(loader)
@@ -262,8 +273,13 @@ class Producer:
             "batches_held": len(self._store),
             "bytes_held": self._store.nbytes,
             **(
-                {"segments": len(self._pooled.pool), "segment_bytes": self._pooled.pool.nbytes}
-                if self._pooled is not None
+                {"segments": len(self._pool), "segment_bytes": self._pool.nbytes}
+                if self._pool is not None
+                else {}
+            ),
+            **(
+                {"batches_copied": self._copier.copied, "copy_s": self._copier.seconds}
+                if self._copier is not None
                 else {}
             ),
             "producer_cpu_s": time.process_time() - self._cpu_start,
@@ -347,6 +363,8 @@ class Producer:
         self._loading.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
+        if self._copier is not None:
+            self._copier.close()
         self._stop_listening()
         self._wake_r.close()
         self._wake_w.close()
@@ -491,7 +509,7 @@ class Producer:
                     return
             item = self._pending
             if isinstance(item, LoaderFailed):
-                raise item.error
+                raise out_of_shm(item.error)
             if isinstance(item, LoaderDone):
                 self._loaded_all()
             elif isinstance(item, EpochEnd):
@@ -555,11 +573,18 @@ class Producer:
         self._counters["owed"] += owed
         return True
 
+    @property
+    def _pool(self) -> SegmentPool | None:
+        """The segments batches are served from: from_dataset's, or the loader's copies'."""
+        if self._pooled is not None:
+            return self._pooled.pool
+        return None if self._copier is None else self._copier.pool
+
     def _share(self, batch: Any, epoch: int, index: int) -> SharedBatch:
         """``batch`` as consumers receive it (moved to ``device`` first, if set)."""
         if isinstance(batch, PooledBatch):
-            assert self._pooled is not None
-            pool, sid = self._pooled.pool, batch.segment
+            assert self._pool is not None
+            pool, sid = self._pool, batch.segment
             return SharedBatch(
                 epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
                 on_drop=lambda: pool.release(sid),

@@ -34,6 +34,23 @@ def id_batches(n_samples: int, batch_size: int, delay_s: float = 0.0, first_dela
     return Source()
 
 
+class Signalling:
+    """A source that sets ``served`` when it yields batch ``after`` (a point the producer has
+    certainly passed, however loaded the machine, when a joiner waits for it)."""
+
+    def __init__(self, source, served, after):
+        self.source, self.served, self.after = source, served, after
+
+    def __len__(self):
+        return len(self.source)
+
+    def __iter__(self):
+        for index, batch in enumerate(self.source):
+            if index == self.after:
+                self.served.set()
+            yield batch
+
+
 def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s=0.0, **kw):
     """Consumer process body: report (name, mode, [[ids of epoch]...], gaps between batches)."""
     from sharing import Consumer
