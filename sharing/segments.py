@@ -129,5 +129,6 @@ class Mappings:
         size = grow(fd, size)
         if sid not in self.maps or len(self.maps[sid]) < size:
             # A smaller old mapping is dropped, not closed: views of it may still be alive.
-            self.maps[sid] = mmap.mmap(fd, size, mmap.MAP_SHARED)
+            # Its pages are mapped in one call (MAP_POPULATE), not faulted in one by one.
+            self.maps[sid] = mmap.mmap(fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE)
         return self.maps[sid]

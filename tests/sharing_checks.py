@@ -4,8 +4,11 @@ id-carrying batches, consumer process bodies, a failing DataLoader and a leak ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import os
+import shutil
+import subprocess
 import tempfile
 import time
 import traceback
@@ -144,3 +147,21 @@ def check_workers_gone(pids: list[int], error: BaseException) -> None:
             continue
         raise AssertionError(f"the DataLoader's worker {pid} outlives its error")
     assert "dataloader.py" in "".join(traceback.format_tb(error.__traceback__))
+
+
+def in_small_shm(command: str) -> list[str]:
+    """The argv that runs the shell ``command`` in a private mount namespace whose /dev/shm is
+    a 64 MB tmpfs, as in a container started without ``--shm-size``."""
+    mount = "mount -t tmpfs -o size=64m tmpfs /dev/shm"
+    return ["unshare", "-m", "--propagation", "private", "bash", "-c", f"{mount} && {command}"]
+
+
+@functools.cache
+def small_shm_unavailable() -> str | None:
+    """Why `in_small_shm` cannot run here (the reason a test skips), or None."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "mounting a 64 MB /dev/shm in a private mount namespace needs root and unshare"
+    probe = subprocess.run(in_small_shm("true"), capture_output=True, text=True, timeout=30)
+    if probe.returncode:
+        return f"cannot mount a 64 MB /dev/shm here: {probe.stderr.strip()}"
+    return None

@@ -4,15 +4,14 @@ root; skipped otherwise, with the reason)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sharing_checks import in_small_shm, small_shm_unavailable
 
 import sharing
 
@@ -21,30 +20,16 @@ HERE = Path(__file__).parent
 EPOCH = list(range(384))
 
 
-def _namespace(command: str) -> list[str]:
-    mount = "mount -t tmpfs -o size=64m tmpfs /dev/shm"
-    return ["unshare", "-m", "--propagation", "private", "bash", "-c", f"{mount} && {command}"]
-
-
-@functools.cache
-def _cannot_mount() -> str | None:
-    """Why a 64 MB /dev/shm cannot be made here, or None."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return "mounting a 64 MB /dev/shm in a private mount namespace needs root and unshare"
-    probe = subprocess.run(_namespace("true"), capture_output=True, text=True, timeout=30)
-    if probe.returncode:
-        return f"cannot mount a 64 MB /dev/shm here: {probe.stderr.strip()}"
-    return None
-
-
 def _trial(mode: str) -> dict:
-    why = _cannot_mount()
+    why = small_shm_unavailable()
     if why:
         pytest.skip(why)
     root = str(Path(sharing.__file__).parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, str(HERE)]))
     command = f"exec {sys.executable} {HERE / 'small_shm.py'} {mode}"
-    done = subprocess.run(_namespace(command), capture_output=True, text=True, timeout=150, env=env)
+    done = subprocess.run(
+        in_small_shm(command), capture_output=True, text=True, timeout=150, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
