@@ -6,7 +6,7 @@ import inspect
 
 from sharing.protocol import LATE_JOIN_MODES
 
-__all__ = ["check_consumer", "check_int", "check_stream", "signature_of_init"]
+__all__ = ["check_consumer", "check_int", "check_seconds", "check_stream", "signature_of_init"]
 
 
 def check_stream(
@@ -28,7 +28,10 @@ def check_stream(
         raise ValueError(f"join_grace_s must be a number of seconds >= 0, got {join_grace_s!r}")
 
 
-def check_consumer(batch_size: object, late_join: object, echo_on_stall: object) -> None:
+def check_consumer(
+    batch_size: object, late_join: object, echo_on_stall: object, connect_timeout_s: object,
+    timeout_s: object,
+) -> None:  # fmt: skip
     """Validate the arguments every consumer takes (`sharing.Consumer`'s).
 
     Raises:
@@ -38,6 +41,26 @@ def check_consumer(batch_size: object, late_join: object, echo_on_stall: object)
     check_int(echo_on_stall, "echo_on_stall", minimum=1)
     if late_join not in LATE_JOIN_MODES:
         raise ValueError(f"late_join={late_join!r}; valid: {list(LATE_JOIN_MODES)}")
+    check_seconds(connect_timeout_s, "connect_timeout_s")
+    check_seconds(timeout_s, "timeout_s", allow_none=True)
+
+
+def check_seconds(value: object, name: str, *, allow_none: bool = False) -> None:
+    """Validate a duration: a number of seconds > 0 (math.inf: no limit).
+
+    Args:
+        value: The value to check.
+        name: Argument name used in the error message.
+        allow_none: Whether None (no limit) is valid too. Default False.
+
+    Raises:
+        ValueError: ``value`` is not a number > 0 (nor None where ``allow_none``).
+    """
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        valid = "a number of seconds > 0" + (" or None" if allow_none else "")
+        raise ValueError(f"{name} must be {valid}, got {value!r}")
 
 
 def signature_of_init(cls: type) -> type:

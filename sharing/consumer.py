@@ -50,14 +50,14 @@ class Consumer:
             batches when the producer still holds them, else start at once with a first
             epoch that wraps into the producer's next epoch. "replay": replay or raise
             `LateJoinError`. "next_epoch": wait for the next epoch.
-        connect_timeout_s: How long to wait for the producer's socket. Default 10.
+        connect_timeout_s: Seconds (> 0) to wait for the producer's socket. Default 10.
         echo_on_stall: Most uses of one fresh batch: while the producer's next batch is not
             ready (after 0.1 ms), the latest is given again, so that a consumer faster than
             the producer (or held back by a slower consumer's ``max_lag``) trains instead of
             waiting; `EchoOnStall`'s rule, on the producer's batches (re-cut afterwards).
             Fresh and echoed counts are exact (``fresh_examples``, ``echoed_examples``,
             ``last_was_echo``). Default 1: never echo.
-        timeout_s: Raise `TimeoutError` if no message arrives for this long while the
+        timeout_s: Raise `TimeoutError` if no message arrives for this long (> 0) while the
             producer is alive, the welcome included (it comes once the producer's first
             batch exists, which a cold loader may take long to make). Default None: wait as
             long as the producer lives (a dead producer is detected in < 1 s).
@@ -100,7 +100,7 @@ class Consumer:
         timeout_s: float | None = None,
         echo_on_stall: int = 1,
     ) -> None:
-        check_consumer(batch_size, late_join, echo_on_stall)
+        check_consumer(batch_size, late_join, echo_on_stall, connect_timeout_s, timeout_s)
         endpoints.parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall = echo_on_stall

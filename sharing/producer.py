@@ -222,6 +222,11 @@ class Producer:
                 "from_dataset serves CPU memory; for device=..., serve "
                 "Producer(DataLoader(...), device=...)"
             )
+        if "batch_size" not in kwargs:
+            raise TypeError(
+                "Producer.from_dataset() needs batch_size=, the samples per batch (an integer "
+                ">= 1, as DataLoader's)"
+            )
         own = inspect.signature(PooledLoader).parameters
         loader = PooledLoader(dataset, **{k: kwargs.pop(k) for k in list(kwargs) if k in own})
         try:

@@ -881,7 +881,7 @@ class RayConsumer(Consumer):
         echo_on_stall: int = 1,
         copy: bool = False,
     ) -> None:
-        check_consumer(batch_size, late_join, echo_on_stall)
+        check_consumer(batch_size, late_join, echo_on_stall, connect_timeout_s, timeout_s)
         name = parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall, self.copy = echo_on_stall, copy

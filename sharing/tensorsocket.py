@@ -52,7 +52,15 @@ from sharing.producer import Producer
 
 __all__ = ["TensorConsumer", "TensorProducer", "endpoint_for"]
 
-_UNSET: Any = object()
+
+class _Unset:
+    """The default of an argument that is accepted and ignored (shown so by ``help``)."""
+
+    def __repr__(self) -> str:
+        return "ignored"
+
+
+_UNSET: Any = _Unset()
 _END = object()
 _warned: set[str] = set()
 
