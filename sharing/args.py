@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 from sharing.protocol import LATE_JOIN_MODES
 
-__all__ = ["check_consumer", "check_int", "check_seconds", "check_stream", "signature_of_init"]
+__all__ = [
+    "RENAMED",
+    "accepting_former_names",
+    "check_consumer",
+    "check_int",
+    "check_seconds",
+    "check_stream",
+    "signature_of_init",
+]
 
 
 def check_stream(
@@ -96,3 +108,25 @@ def check_int(
         valid = f"an integer >= {minimum}" + (" or None" if allow_none else "")
         raise ValueError(f"{name} must be {valid}, got {value!r}")
     return value
+
+
+RENAMED = {"wait_for": "consumers"}
+"""A producer's former keyword -> its name now; the former one is still accepted, with a
+DeprecationWarning."""
+
+
+def accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` that also takes each `RENAMED` keyword under its former name, warning."""
+
+    @functools.wraps(init)
+    def accepting(self: Any, *args: Any, **kwargs: Any) -> None:
+        for former, name in RENAMED.items():
+            if former in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"pass {name}= alone: {former}= is its former name")
+                message = f"{former}= is now {name}= (the former name will go)"
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                kwargs[name] = kwargs.pop(former)
+        init(self, *args, **kwargs)
+
+    return accepting

@@ -47,8 +47,11 @@ class Consumer:
             one that spans two is concatenated (a copy). Each epoch ends with what is left
             (the tail).
         late_join: What to do when joining mid-epoch. "auto" (default): replay the missed
-            batches when the producer still holds them, else start at once with a first
-            epoch that wraps into the producer's next epoch. "replay": replay or raise
+            batches when the producer still holds them, else start at once with an epoch
+            that holds exactly the producer's samples: one that wraps into the producer's
+            next epoch when every epoch is the same, else the missed batches loaded again
+            (a loader whose ``set_epoch`` fixes its order); an unseeded shuffle cannot give
+            them again, and raises `LateJoinError`. "replay": replay or raise
             `LateJoinError`. "next_epoch": wait for the next epoch.
         connect_timeout_s: Seconds (> 0) to wait for the producer's socket. Default 10.
         echo_on_stall: Most uses of one fresh batch: while the producer's next batch is not
@@ -64,8 +67,10 @@ class Consumer:
 
     Attributes:
         consumer_id: Id the producer gave this consumer.
-        mode: How it joined: "start", "replay", "wrap" or "next_epoch".
-        epoch: Producer epoch of the latest batch.
+        mode: How it joined: "start", "replay", "reload", "wrap" or "next_epoch".
+        epoch: Producer epoch of the latest batch; for a wrapped consumer, the producer
+            epoch its current epoch began in (the batches it wraps onto are the next one's,
+            or, after the last, loaded again for it).
         epochs_done: This consumer's epochs received whole (loops that ended at an epoch's
             end).
         fresh_examples: Examples received from the producer and given to the loop.
@@ -327,7 +332,8 @@ class Consumer:
             self._held.add(message["seq"])
             if self._producer_batch_size is None:
                 self._producer_batch_size = first_dim(batch)
-            self.epoch = message["epoch"]
+            if self.mode != "wrap" or counted == 0:  # a wrapped epoch is the one it began in
+                self.epoch = message["epoch"]
             yield message["seq"], batch
             counted += 1
             if self.mode == "wrap" and counted == self._batches_per_epoch:

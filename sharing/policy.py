@@ -1,12 +1,14 @@
 """The producer's join and replay policy, as pure functions of where the producer stands.
 
-A consumer that says hello is let in one of four ways (`protocol.JOIN_MODES`): ``start``
+A consumer that says hello is let in one of five ways (`protocol.JOIN_MODES`): ``start``
 (before the epoch's first batch), ``replay`` (the batches it missed are still held: it gets
-them first, then the live stream), ``wrap`` (each of its epochs runs from where it joined into
-the producer's next epoch; after the producer's last epoch, the batches its last epoch still
-needs are loaded for it alone) or ``next_epoch`` (it waits for the next epoch); or it is
-refused with a reason. A consumer's epoch is never silently short: where neither replay, a
-wrap nor a next epoch can make it whole, the join is refused.
+them first, then the live stream), ``reload`` (they are loaded again for it alone, then the
+live stream: the loader can give that epoch again, `sharing.again`), ``wrap`` (each of its
+epochs runs from where it joined into the producer's next epoch, which holds the same
+batches; after the producer's last epoch, the batches its last epoch still needs are loaded
+for it alone) or ``next_epoch`` (it waits for the next epoch); or it is refused with a
+reason. A consumer's epoch is never silently short, nor silently holds a sample twice: where
+none of these can make it exact, the join is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class Position(NamedTuple):
         batches_per_epoch: Batches per epoch, if known (the loader's length, or counted).
         epochs: Epochs the producer serves in all; None: until stopped.
         finished: Whether the producer has shared its last batch.
+        repeats: Whether every epoch of the loader is the same batches in the same order
+            (`sharing.again.repeats`).
+        reload_refusal: Why the loader cannot give a past epoch again, or None if it can
+            (`sharing.again.reload_refusal`).
     """
 
     epoch: int
@@ -36,6 +42,8 @@ class Position(NamedTuple):
     batches_per_epoch: int | None
     epochs: int | None
     finished: bool = False
+    repeats: bool = True
+    reload_refusal: str | None = None
 
 
 class Join(NamedTuple):
@@ -110,15 +118,23 @@ def plan_join(position: Position, late_join: str) -> Join | Refusal:
             f"{where}; pass late_join='auto' or 'next_epoch', or give the producer more "
             "replay_batches",
         )
-    if late_join == "auto" and position.batches_per_epoch is not None:
+    if late_join == "auto" and position.batches_per_epoch is not None and position.repeats:
         return Join("wrap", epoch, index)
+    if late_join == "auto" and position.reload_refusal is None:
+        return Join("reload", epoch, 0)
+    if late_join == "auto":
+        return Refusal(
+            "late_join",
+            f"{where}, and {position.reload_refusal}. Start every consumer before the first "
+            "batch (Producer(consumers=N) waits for N of them; join_grace_s=S, until none has "
+            "said hello for S seconds), or pass late_join='next_epoch' to start with the next "
+            "epoch, or give the producer more replay_batches",
+        )
     if position.epochs is not None and epoch == position.epochs - 1:
-        unwrappable = " (the loader has no length, so an epoch cannot wrap)"
         return Refusal(
             "late_join",
             f"{where}, and this is the producer's last epoch (epochs={position.epochs}): "
-            f"late_join={late_join!r} needs a next epoch"
-            f"{unwrappable if late_join == 'auto' else ''}; join before the epoch starts, or "
+            f"late_join={late_join!r} needs a next epoch; join before the epoch starts, or "
             "give the producer more replay_batches or epochs",
         )
     return Join("next_epoch", epoch + 1, 0)

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
+import functools
+import inspect
 import json
 import mmap
 import multiprocessing
@@ -29,11 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from sharing import endpoint as endpoints
 from sharing.args import check_int
 from sharing.collate import collate_into
 from sharing.segments import Mappings, Segment, SegmentPool
 
-__all__ = ["PooledBatch", "PooledLoader", "into_segment"]
+__all__ = ["PooledBatch", "PooledLoader", "dataset_producer", "into_segment"]
 
 _MAX_MESSAGE = 4 << 20  # a task's indices (or a layout) as JSON
 _POLL_S = 1.0
@@ -222,6 +226,21 @@ class PooledLoader:
         self._epoch = 0
         self._next_task = 0
 
+    @property
+    def epochs_repeat(self) -> bool:
+        """Whether every epoch is the same batches in the same order (no shuffle, no
+        sampler)."""
+        return not self.shuffle and self.sampler is None
+
+    @functools.cached_property
+    def completion_loader(self) -> PooledLoader:
+        """This loader's twin that collates in the thread that iterates it, into the same
+        pool: the same dataset and order, beside this loader's own iteration."""
+        twin = copy.copy(self)
+        twin.num_workers, twin._workers, twin._selector = 0, [], None
+        twin._here = Mappings()
+        return twin
+
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s permutation (and the sampler's ``set_epoch``) next."""
         self._epoch = epoch
@@ -376,3 +395,37 @@ class PooledLoader:
             self._selector = None
         self._here = Mappings()
         self.pool.close()
+
+
+def dataset_producer(cls: type, dataset: Any, kwargs: dict[str, Any]) -> Any:
+    """``cls(PooledLoader(dataset, ...), ...)``: `sharing.Producer.from_dataset`, each of
+    ``kwargs`` going to the one that takes it; the loader is closed with the producer.
+
+    Raises:
+        ValueError: A bad argument (the message names it).
+        TypeError: An argument neither takes, or no ``batch_size``.
+    """
+    if endpoints.is_ray_endpoint(kwargs.get("endpoint")):
+        raise ValueError(
+            "from_dataset's recycled segments serve one host; on Ray, serve "
+            "Producer(DataLoader(...), endpoint='ray:NAME')"
+        )
+    if kwargs.get("device") is not None:
+        raise ValueError(
+            "from_dataset serves CPU memory; for device=..., serve "
+            "Producer(DataLoader(...), device=...)"
+        )
+    if "batch_size" not in kwargs:
+        raise TypeError(
+            "Producer.from_dataset() needs batch_size=, the samples per batch (an integer "
+            ">= 1, as DataLoader's)"
+        )
+    own = inspect.signature(PooledLoader).parameters
+    loader = PooledLoader(dataset, **{k: kwargs.pop(k) for k in list(kwargs) if k in own})
+    try:
+        instance = cls(loader, **kwargs)
+    except BaseException:
+        loader.close()
+        raise
+    instance._pooled = loader
+    return instance

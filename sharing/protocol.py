@@ -37,7 +37,7 @@ PROTOCOL_VERSION = 2
 MAX_INT = 2**63 - 1  # integers beyond +-MAX_INT are refused (no field needs them)
 LATE_JOIN_MODES = ("auto", "replay", "next_epoch")
 """A consumer's choices when it joins mid-epoch (its hello's ``late_join``)."""
-JOIN_MODES = ("start", "replay", "wrap", "next_epoch")
+JOIN_MODES = ("start", "replay", "reload", "wrap", "next_epoch")
 """How a consumer was let in (its welcome's ``mode``)."""
 END_REASONS = ("finished", "stopped", "failed")
 """Why a stream ended (its ``end`` message's ``reason``): every epoch was served, the producer

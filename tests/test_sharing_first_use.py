@@ -7,9 +7,12 @@ import pydoc
 import re
 
 import pytest
-from sharing_checks import id_batches
+import torch
+from sharing_checks import FORK, Signalling, collect, consume, id_batches, start
+from torch.utils.data import DataLoader, DistributedSampler
 
-from sharing import Consumer, Producer
+from sharing import Consumer, LateJoinError, Producer
+from sharing.pooled import PooledLoader
 from sharing.tensorsocket import TensorConsumer, TensorProducer
 
 pytestmark = pytest.mark.timeout(90)
@@ -43,3 +46,89 @@ def test_help_shows_the_ignored_arguments_as_ignored(cls):
     text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
     assert "object at 0x" not in text
     assert re.search(r"heart_ports: [^=]+ = ignored", text)
+
+
+class _Ids(torch.utils.data.Dataset):
+    """``{"id", "x"}`` samples; ``served`` is set once ``after`` samples have been read (in
+    the producer, whose loader reads them in its own thread)."""
+
+    def __init__(self, n, served, after):
+        self.n, self.served, self.after, self.reads = n, served, after, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        self.reads += 1
+        if self.reads == self.after:
+            self.served.set()
+        return {"id": index, "x": torch.full((3,), float(index))}
+
+
+def _join_late(endpoint, results, served, epochs):
+    served.wait(30)  # the producer is well past its replay window of one batch
+    try:
+        consume(endpoint, results, epochs, None, "late")
+    except LateJoinError as error:
+        results.put(("late", f"LateJoinError: {error}", [], []))
+
+
+def _late_join(make_loader, epochs=2) -> tuple[dict, dict]:
+    """An early consumer and one that joins past the window; their reports and metrics."""
+    results, served = FORK.Queue(), FORK.Event()
+    loader = make_loader(_Ids(160, served, after=8 * 7))  # 20 batches of 8 an epoch
+    with Producer(loader, epochs=epochs, replay_batches=1) as producer:
+        start(consume, producer.endpoint, results, epochs, None, "early", per_batch_s=0.05)
+        start(_join_late, producer.endpoint, results, served, epochs)
+        producer.serve()
+        reports = {name: (mode, ids) for name, mode, ids, _ in collect(results, 2)}
+        return reports, producer.metrics()
+
+
+def test_a_late_joiner_on_an_unseeded_shuffle_is_refused_naming_how_to_start_together():
+    reports, _ = _late_join(lambda data: DataLoader(data, batch_size=8, shuffle=True))
+    late = reports["late"][0]
+    assert late.startswith("LateJoinError") and "shuffles without a seed" in late
+    assert "consumers=N" in late and "join_grace_s" in late
+    assert [sorted(ids) for ids in reports["early"][1]] == [list(range(160))] * 2
+
+
+@pytest.mark.parametrize("how", ["sampler", "from_dataset"])
+def test_a_late_joiner_on_a_seeded_shuffle_gets_exactly_the_epoch_it_joined(how):
+    """Past the replay window, the batches it missed are loaded again, for it alone: its
+    epochs are the producer's, sample for sample and in order."""
+
+    def loader(data):
+        if how == "from_dataset":
+            return PooledLoader(data, batch_size=8, shuffle=True, seed=7)
+        sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=7)
+        return DataLoader(data, batch_size=8, sampler=sampler)
+
+    reports, metrics = _late_join(loader)
+    early, late = reports["early"][1], reports["late"]
+    assert sorted(early[0]) == list(range(160)) and early[0] != early[1]  # shuffled anew
+    assert late == ("reload", early)
+    assert 1 < metrics["batches_loaded_again"] < 20  # past the window of one batch
+    assert metrics["batches_produced"] == 40 + metrics["batches_loaded_again"]
+
+
+def _wrap_epochs(endpoint, results, served):
+    served.wait(30)
+    consumer = Consumer(endpoint)
+    epochs = [[consumer.epoch for _ in epoch] for epoch in consumer.epochs()]
+    results.put((consumer.mode, epochs))
+    consumer.leave()
+
+
+def test_a_wrapped_consumers_epoch_names_the_producer_epoch_its_own_began_in():
+    """Its last epoch ends on batches loaded after the producer's last: still epoch 2 of 0-2."""
+    results, served = FORK.Queue(), FORK.Event()
+    source = Signalling(id_batches(160, 8, delay_s=0.02), served, after=6)
+    with Producer(source, epochs=3, replay_batches=1) as producer:
+        start(consume, producer.endpoint, FORK.Queue(), 3, None, "early")
+        start(_wrap_epochs, producer.endpoint, results, served)
+        producer.serve()
+        mode, epochs = results.get(timeout=30)
+    assert mode == "wrap"
+    assert [set(epoch) for epoch in epochs] == [{0}, {1}, {2}]
+    assert [len(epoch) for epoch in epochs] == [20, 20, 20]
