@@ -3,8 +3,11 @@ argument, and no silent surprises."""
 
 from __future__ import annotations
 
+import logging
+import os
 import pydoc
 import re
+import time
 
 import pytest
 import torch
@@ -132,3 +135,26 @@ def test_a_wrapped_consumers_epoch_names_the_producer_epoch_its_own_began_in():
     assert mode == "wrap"
     assert [set(epoch) for epoch in epochs] == [{0}, {1}, {2}]
     assert [len(epoch) for epoch in epochs] == [20, 20, 20]
+
+
+def _one_loop(port):
+    """TensorSocket's README consumer: one ``for`` loop (one epoch), then it exits."""
+    consumer = TensorConsumer(port, batch_size=8, connect_timeout_s=30)
+    for _ in consumer:
+        pass
+    consumer.leave()
+
+
+@pytest.mark.timeout(60)
+def test_the_drop_ins_loop_says_no_consumer_is_connected_and_ends_after_idle_s(caplog):
+    port = f"idle{os.getpid()}"
+    producer = TensorProducer(id_batches(64, 8), port, join_grace_s=0.2, idle_s=2.0)
+    start(_one_loop, port)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, "sharing.tensorsocket"):
+        epochs = [len(list(producer)) for _ in range(3)]
+        producer.join()
+    assert epochs[0] == 8 and epochs[1] < 8 and epochs[2] == 0
+    assert time.monotonic() - began < 30
+    assert "no consumer is connected" in caplog.text and "waits for one" in caplog.text
+    assert "for idle_s=2 s: the producer's loop ends" in caplog.text
