@@ -138,6 +138,7 @@ class Producer:
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
         self._window: int | None = None  # replay window, fixed at the first batch
         self._listener = endpoints.listen(self.endpoint)
+        lifetime.sweep_temp_dirs()  # what a killed producer's loader workers left
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

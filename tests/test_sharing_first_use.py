@@ -3,18 +3,29 @@ argument, and no silent surprises."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pydoc
 import re
+import signal
 import time
+from pathlib import Path
 
 import pytest
 import torch
-from sharing_checks import FORK, Signalling, collect, consume, id_batches, start
+from sharing_checks import (
+    FORK,
+    Signalling,
+    collect,
+    consume,
+    id_batches,
+    left_entries,
+    start,
+)
 from torch.utils.data import DataLoader, DistributedSampler
 
-from sharing import Consumer, LateJoinError, Producer
+from sharing import Consumer, LateJoinError, Producer, SharingError
 from sharing.pooled import PooledLoader
 from sharing.tensorsocket import TensorConsumer, TensorProducer
 
@@ -158,3 +169,64 @@ def test_the_drop_ins_loop_says_no_consumer_is_connected_and_ends_after_idle_s(c
     assert time.monotonic() - began < 30
     assert "no consumer is connected" in caplog.text and "waits for one" in caplog.text
     assert "for idle_s=2 s: the producer's loop ends" in caplog.text
+
+
+class _Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 100_000
+
+    def __getitem__(self, index):
+        time.sleep(0.001)
+        return torch.full((1000,), float(index))
+
+
+def _serve_forever(endpoint):
+    loader = DataLoader(_Slow(), batch_size=16, num_workers=2, multiprocessing_context=FORK)
+    with Producer(loader, endpoint=endpoint, epochs=None) as producer:
+        producer.serve()
+
+
+def _read_until_gone(endpoint):
+    with contextlib.suppress(SharingError):
+        for _ in Consumer(endpoint):
+            pass
+
+
+def _tree(pid):
+    """``pid`` and its descendants (children of any of its threads)."""
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    children = [c for task in tasks for c in (task / "children").read_text().split()]
+    return [pid] + [p for child in children for p in _tree(int(child))]
+
+
+def _pymp_folders_of(pids):
+    """The ``pymp-*`` folders whose listener sockets the processes ``pids`` hold."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                inodes.add(os.readlink(fd).removeprefix("socket:[").removesuffix("]"))
+    lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    paths = [line.split()[-1] for line in lines if line.split()[6] in inodes]
+    return {os.path.dirname(path) for path in paths if "/pymp-" in path}
+
+
+def test_what_a_killed_producers_workers_left_in_the_temp_folder_goes_at_the_next_start():
+    """SIGKILL for the producer and its DataLoader workers at once (a job's end on a cluster):
+    their ``pymp-*`` folders stay behind, and the next producer's start removes them."""
+    endpoint = f"unix:@killed-{os.getpid()}"
+    producer = start(_serve_forever, endpoint, daemon=False)  # it starts workers
+    start(_read_until_gone, endpoint)
+    deadline, theirs = time.monotonic() + 20, set()
+    while len(theirs) < 2:  # each of the two workers has passed a batch's descriptor
+        assert time.monotonic() < deadline, "the workers made no pymp-* folder"
+        time.sleep(0.1)
+        pids = _tree(producer.pid)
+        theirs = _pymp_folders_of(pids)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    producer.join(10)
+    time.sleep(0.5)
+    assert theirs <= left_entries()  # as a DataLoader's killed workers leave them
+    Producer(id_batches(8, 4)).close()
+    assert not theirs & left_entries()
