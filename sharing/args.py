@@ -16,6 +16,7 @@ __all__ = [
     "check_consumer",
     "check_int",
     "check_seconds",
+    "check_state",
     "check_stream",
     "signature_of_init",
 ]
@@ -73,6 +74,26 @@ def check_seconds(value: object, name: str, *, allow_none: bool = False) -> None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         valid = "a number of seconds > 0" + (" or None" if allow_none else "")
         raise ValueError(f"{name} must be {valid}, got {value!r}")
+
+
+def check_state(state: object) -> list[int] | None:
+    """Validate a consumer's saved ``state`` (`sharing.Consumer.state_dict`'s); where it
+    resumes: [epoch, producer batch, rows of that batch given before], or None for no state.
+
+    Raises:
+        ValueError: ``state`` is not such a dict; the message names what is wrong.
+    """
+    if state is None:
+        return None
+    keys = {"epoch", "examples", "epochs_done", "producer_batch_size"}
+    if not isinstance(state, dict) or set(state) != keys:
+        raise ValueError(f"state must be a Consumer.state_dict(), a dict of {sorted(keys)}")
+    for key in ("epoch", "examples", "epochs_done"):
+        check_int(state[key], f"state[{key!r}]")
+    size = check_int(state["producer_batch_size"], "state['producer_batch_size']", minimum=1,
+                     allow_none=not state["examples"])  # fmt: skip
+    examples = state["examples"]
+    return [state["epoch"], examples // size, examples % size] if size else [state["epoch"], 0, 0]
 
 
 def signature_of_init(cls: type) -> type:

@@ -23,7 +23,15 @@ from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
-from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
+from sharing.policy import (
+    Join,
+    Position,
+    Refusal,
+    check_hello,
+    plan_join,
+    plan_resume,
+    replay_window,
+)
 from sharing.pooled import PooledBatch, PooledLoader, dataset_producer
 from sharing.store import BatchStore, SharedBatch
 
@@ -448,7 +456,12 @@ class Producer:
 
     def _welcome(self, peer: Peer) -> None:
         assert peer.hello is not None
-        plan = check_hello(peer.hello) or plan_join(self._position(), peer.hello["late_join"])
+        resume = peer.hello["resume"]
+        plan = check_hello(peer.hello) or (
+            plan_join(self._position(), peer.hello["late_join"])
+            if resume is None
+            else plan_resume(self._position(), *resume)
+        )
         if isinstance(plan, Refusal):
             peer.refuse(plan)
             self._peers.drop(peer, "left")
@@ -476,6 +489,8 @@ class Producer:
             peer.wrap_index = plan.start_index
         elif plan.mode == "reload":
             self._catchups.start(peer, CatchUp(self._epoch, 0, self._index, ends=False))
+        elif plan.mode == "resume":
+            self._catchups.resume(peer, plan.epoch, plan.start_index, self._position(), self._store)
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)
 
     def _flush(self, peer: Peer) -> None:

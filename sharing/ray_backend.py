@@ -1048,6 +1048,7 @@ def _hello(batch_size: int | None, late_join: str) -> dict[str, Any]:
         "batch_size": batch_size,
         "late_join": late_join,
         "pid": os.getpid(),
+        "resume": None,
     }
 
 

@@ -30,6 +30,7 @@ def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, A
         "batch_size": batch_size,
         "late_join": late_join,
         "pid": 1,
+        "resume": None,
     }
 
 
