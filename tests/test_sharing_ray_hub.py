@@ -10,16 +10,16 @@ import pytest
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra: pip install .[ray])")
 
-from sharing.ray_backend import _Hub
+from sharing.ray_backend.hub import Hub
 
 
-def hub(**overrides: Any) -> _Hub:
+def hub(**overrides: Any) -> Hub:
     settings = {
         "consumers": 1, "max_lag": 4, "max_bytes": 1000, "lease_s": 60.0, "join_grace_s": 0.0,
         "epochs": 2, "batches_per_epoch": 6, "replay_batches": 2, "replay_bytes": 1 << 20,
     }  # fmt: skip
     settings.update(overrides)
-    return _Hub(settings)
+    return Hub(settings)
 
 
 def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, A
     }
 
 
-async def put(state: _Hub, count: int, nbytes: int = 100) -> None:
+async def put(state: Hub, count: int, nbytes: int = 100) -> None:
     for _ in range(count):
         assert await state.reserve(nbytes)
         state.publish({"ref": [None], "nbytes": nbytes, "rows": 4})
