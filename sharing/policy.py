@@ -22,6 +22,7 @@ __all__ = [
     "Position",
     "Refusal",
     "check_hello",
+    "plan",
     "plan_join",
     "plan_resume",
     "replay_window",
@@ -184,3 +185,14 @@ def plan_resume(position: Position, epoch: int, index: int) -> Join | Refusal:
             f"{position.reload_refusal}",
         )
     return Join("resume", epoch, index)
+
+
+def plan(hello: dict[str, Any], position: Position) -> Join | Refusal:
+    """How the consumer that sent (schema-valid) ``hello`` is let in at ``position``, or why
+    not: `check_hello`, then `plan_join`, or `plan_resume` for a restarted consumer."""
+    refusal = check_hello(hello)
+    if refusal is not None:
+        return refusal
+    if hello["resume"] is None:
+        return plan_join(position, hello["late_join"])
+    return plan_resume(position, *hello["resume"])

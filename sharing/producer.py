@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from sharing import endpoint as endpoints
-from sharing import lifetime, protocol
+from sharing import lifetime, policy, protocol
 from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
 from sharing.args import accepting_former_names, check_stream, signature_of_init
 from sharing.copied import SegmentCopier, out_of_shm
@@ -23,15 +23,7 @@ from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
-from sharing.policy import (
-    Join,
-    Position,
-    Refusal,
-    check_hello,
-    plan_join,
-    plan_resume,
-    replay_window,
-)
+from sharing.policy import Join, Position, Refusal, replay_window
 from sharing.pooled import PooledBatch, PooledLoader, dataset_producer
 from sharing.store import BatchStore, SharedBatch
 
@@ -456,12 +448,7 @@ class Producer:
 
     def _welcome(self, peer: Peer) -> None:
         assert peer.hello is not None
-        resume = peer.hello["resume"]
-        plan = check_hello(peer.hello) or (
-            plan_join(self._position(), peer.hello["late_join"])
-            if resume is None
-            else plan_resume(self._position(), *resume)
-        )
+        plan = policy.plan(peer.hello, self._position())
         if isinstance(plan, Refusal):
             peer.refuse(plan)
             self._peers.drop(peer, "left")

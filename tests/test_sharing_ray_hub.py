@@ -4,12 +4,15 @@ what is held, when the producer may put. The cluster tests are in test_sharing_r
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 import pytest
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra: pip install .[ray])")
 
+from sharing import Consumer, Producer
+from sharing.ray_backend import RayConsumer, RayProducer
 from sharing.ray_backend.hub import Hub
 
 
@@ -88,3 +91,21 @@ def test_batches_no_consumer_needs_are_let_go_but_the_replay_window_is_kept() ->
 
     entries, held = asyncio.run(scenario())
     assert (entries, held) == (2, 200)  # batches 0 and 1, for late joiners
+
+
+@pytest.mark.parametrize(
+    ("local", "remote", "left_out", "own"),
+    [
+        (Producer, RayProducer, {"device"}, {"max_bytes", "lease_s"}),
+        (Consumer, RayConsumer, {"state"}, {"copy"}),
+    ],
+)
+def test_the_ray_classes_take_the_local_signature_less_what_they_do_not_serve(
+    local, remote, left_out, own
+):
+    mine, theirs = inspect.signature(local).parameters, inspect.signature(remote).parameters
+    assert {name: p for name, p in mine.items() if name not in left_out} == {
+        name: p for name, p in theirs.items() if name not in own
+    }
+    with pytest.raises(TypeError, match=sorted(left_out)[0]):  # refused before Ray is asked
+        remote("ray:x", **{sorted(left_out)[0]: None})
