@@ -230,3 +230,28 @@ def test_what_a_killed_producers_workers_left_in_the_temp_folder_goes_at_the_nex
     assert theirs <= left_entries()  # as a DataLoader's killed workers leave them
     Producer(id_batches(8, 4)).close()
     assert not theirs & left_entries()
+
+
+def test_the_drop_ins_consumer_resumes_from_its_state():
+    """TensorSocket has no resume; its drop-in's consumer takes `Consumer`'s."""
+    port = f"resume{os.getpid()}"
+    producer = TensorProducer(id_batches(64, 8), port, join_grace_s=0.2, rubber_band_pct=1.0)
+    results, resumed = FORK.Queue(), FORK.Event()
+
+    def first_life_then_second():
+        consumer = TensorConsumer(port, batch_size=8, connect_timeout_s=30)
+        batches = iter(consumer)
+        seen = [i for _ in range(3) for i in next(batches)["id"].tolist()]
+        state = consumer.state_dict()
+        consumer.leave()  # as if killed: its state is in the checkpoint
+        again = TensorConsumer(port, batch_size=8, connect_timeout_s=30, state=state)
+        resumed.set()
+        results.put((seen, [i for batch in again for i in batch["id"].tolist()], again.epoch))
+        again.leave()
+
+    start(first_life_then_second)
+    assert len(list(producer)) == 8
+    resumed.wait(30)  # join() ends the stream once no consumer is left
+    producer.join(grace_s=5.0)
+    seen, rest, epoch = results.get(timeout=30)
+    assert seen + rest == list(range(64)) and epoch == 1
