@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from sharing import lifetime, protocol
-from sharing.args import check_consumer, extends_init, signature_of_init
+from sharing.args import check_consumer, check_state, extends_init, signature_of_init
 from sharing.consumer import Consumer, _refusal_error
 from sharing.errors import ProducerGone, SharingError
 from sharing.ray_backend.common import (
@@ -30,26 +30,27 @@ from sharing.ray_backend.common import (
 
 __all__ = ["RayConsumer"]
 
-READING = ("batch_size", "late_join", "connect_timeout_s", "timeout_s", "echo_on_stall")
+READING = ("batch_size", "late_join", "connect_timeout_s", "timeout_s", "echo_on_stall", "state")
 
 
 @signature_of_init
 class RayConsumer(Consumer):
     """`Consumer` of a Ray producer; ``Consumer("ray:NAME")`` makes one, in any process of
-    the cluster. Arguments and attributes are `Consumer`'s (but ``state``: it does not resume
-    yet), and:
+    the cluster. Arguments and attributes are `Consumer`'s (``state``: it resumes from the
+    replay window only; the Ray backend does not load past batches again), and:
 
     Args:
         copy: Give each batch as private, writable tensors (a copy) instead of read-only
             views of the node's object store. Default False.
     """
 
-    @extends_init(Consumer, without=("state",))
+    @extends_init(Consumer)
     def __init__(self, endpoint: str, *, copy: bool = False, **reading: Any) -> None:
-        batch_size, late_join, connect_timeout_s, timeout_s, echo_on_stall = (
+        batch_size, late_join, connect_timeout_s, timeout_s, echo_on_stall, state = (
             reading[name] for name in READING
         )
         check_consumer(batch_size, late_join, echo_on_stall, connect_timeout_s, timeout_s)
+        resume = check_state(state)
         name = parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall, self.copy = echo_on_stall, copy
@@ -67,7 +68,9 @@ class RayConsumer(Consumer):
         self._fetcher = concurrent.futures.ThreadPoolExecutor(1, "sharing-prefetch")
         connect()
         self._hub = _find_hub(name, endpoint, connect_timeout_s)
-        welcome = self._call(self._hub.hello.remote(_hello(batch_size, late_join)))
+        welcome = self._call(
+            self._hub.hello.remote(_hello(batch_size, late_join, resume and resume[:2]))
+        )
         if welcome["type"] == "error":
             raise _refusal_error(welcome)
         self._closed = False
@@ -77,7 +80,7 @@ class RayConsumer(Consumer):
         self.epoch = welcome["epoch"]
         self._batches_per_epoch = welcome["batches_per_epoch"]
         self._producer_batch_size: int | None = None
-        self._position, self._skip = (self.epoch, 0), 0  # as `Consumer`'s (no resume here)
+        self._restore(state, resume)
         self._lease_s = welcome["lease_s"]
         self._beating = threading.Event()
         threading.Thread(
@@ -211,13 +214,13 @@ def _renew(consumer: Any, hub: Any, cid: int, stop: threading.Event, every: floa
             hub.beat.remote(cid)
 
 
-def _hello(batch_size: int | None, late_join: str) -> dict[str, Any]:
+def _hello(batch_size: int | None, late_join: str, resume: list[int] | None) -> dict[str, Any]:
     return {
         "version": protocol.PROTOCOL_VERSION,
         "batch_size": batch_size,
         "late_join": late_join,
         "pid": os.getpid(),
-        "resume": None,
+        "resume": resume,
     }
 
 

@@ -136,13 +136,13 @@ class Hub:
             batches_per_epoch=self.batches_per_epoch,
             epochs=self.epochs,
             finished=self.regular_end is not None or self.end is not None,
+            reload_refusal="the Ray backend does not load past batches again",
         )
 
     async def hello(self, hello: dict[str, Any]) -> dict[str, Any]:
         """A consumer's join: a welcome (its id, mode, epoch) or an error (code, reason)."""
         self._ensure_reaper()
-        refusal = policy.check_hello(hello)
-        join = refusal or policy.plan_join(self._position(), hello["late_join"])
+        join = policy.plan(hello, self._position())
         if isinstance(join, policy.Refusal):
             return {"type": "error", "code": join.code, "reason": join.reason}
         cid = self.next_id
@@ -150,6 +150,8 @@ class Hub:
         pos: int | None
         if join.mode == "replay":
             pos = self.epoch_pos[join.epoch]
+        elif join.mode == "resume" and (join.epoch, join.start_index) != (self.epoch, self.index):
+            pos = self.epoch_pos[join.epoch] + join.start_index  # held for replay (plan_resume)
         elif join.mode == "next_epoch":
             pos = None
         else:  # start, wrap: from the next batch logged
