@@ -34,6 +34,12 @@ mode before repeat i+1 of any); a row holds the repeats' medians and, per repeat
 aggregate throughput and the CPU per batch (``*_by_repeat``), which the claims on sharing pair
 repeat by repeat.
 
+``copy_ms_per_batch`` is what ``shared`` and ``shared_recut`` pay for keeping nothing in
+/dev/shm: the producer's copy of each DataLoader batch into its recycled segments, in ms per
+batch (part of ``cpu_ms_producer``). ``--shm-mb 0 64`` runs every trial twice, the second
+time inside a private 64 MB /dev/shm (as a container started without ``--shm-size``; needs
+root); each row names its ``shm_mb`` and compares with own loaders under the same limit.
+
     python -m benchmarks.sharing --out benchmarks/results/shared_loading.csv
 """
 
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import multiprocessing as mp
 import os
@@ -79,6 +86,7 @@ __all__ = [
     "calibrate_work",
     "consumer_batches",
     "cpu_by_role",
+    "enter_shm",
     "main",
     "make_dataset",
     "make_loader",
@@ -232,7 +240,9 @@ def own_consumer(dataset: Dataset, workers: int, count: int, report: Any, name: 
     _measure(make_loader(dataset, workers), count, report, name)
 
 
-def shared_producer(dataset: Dataset, workers: int, endpoint: str, consumers: int) -> None:
+def shared_producer(
+    dataset: Dataset, workers: int, endpoint: str, consumers: int, costs: Any
+) -> None:
     """The producer process of modes ``shared`` and ``shared_recut``: a `sharing.Producer` of
     one loader, serving until the trial ends it with SIGTERM, like a long-running shared loader.
 
@@ -241,6 +251,8 @@ def shared_producer(dataset: Dataset, workers: int, endpoint: str, consumers: in
         workers (int): The loader's worker processes.
         endpoint (str): Where it listens (``unix:@NAME``).
         consumers (int): Consumers it waits for before the first batch.
+        costs (multiprocessing.Queue): Receives, once serving ends, the seconds the producer
+            spent copying the loader's batches into its segments and the batches copied.
     """
     from sharing import Producer
 
@@ -248,6 +260,35 @@ def shared_producer(dataset: Dataset, workers: int, endpoint: str, consumers: in
         make_loader(dataset, workers), endpoint=endpoint, epochs=None, consumers=consumers
     ) as producer:
         producer.serve()
+        metrics = producer.metrics()
+        costs.put((metrics["copy_s"], metrics["batches_copied"]))
+
+
+def enter_shm(megabytes: int) -> None:
+    """Give this process (and every process it starts from now on) a private /dev/shm of
+    ``megabytes`` MB, as a container started without ``--shm-size`` has (64 MB): a new mount
+    namespace, its mounts private, a tmpfs of that size on /dev/shm.
+
+    Args:
+        megabytes (int): The size; 0 leaves the machine's /dev/shm.
+
+    Raises:
+        PermissionError: The process may not make a mount namespace (it needs root).
+    """
+    if not megabytes:
+        return
+    import ctypes
+    import subprocess
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x00020000):  # CLONE_NEWNS
+        raise PermissionError(
+            ctypes.get_errno(), f"shm_mb={megabytes} needs root (a private mount namespace)"
+        )
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", "/dev/shm"], check=True
+    )
 
 
 def pool_producer(dataset: Dataset, workers: int, endpoint: str, consumers: int) -> None:
@@ -424,8 +465,9 @@ def consumer_batches(mode: str, args: argparse.Namespace) -> int:
 
 
 def trial(
-    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int, report: Any
-) -> None:
+    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int, report: Any,
+    shm_mb: int, costs: Any,
+) -> None:  # fmt: skip
     """Run one (mode, workload, N) trial; runs in its own process so its CPU is countable.
 
     Args:
@@ -436,7 +478,11 @@ def trial(
         work (int): `CpuBound`'s iterations per example.
         report (multiprocessing.Queue): Each consumer's ``(name, received, seconds,
             per_batch, pid)``.
+        shm_mb (int): Run in a private /dev/shm of this many MB (`enter_shm`); 0: the
+            machine's.
+        costs (multiprocessing.Queue): `shared_producer`'s copy time and count.
     """
+    enter_shm(shm_mb)
     count = consumer_batches(mode, args)
     source_batches = args.ts_batches if mode == "tensorsocket" else args.batches
     dataset = make_dataset(workload, source_batches + 8, work)
@@ -447,10 +493,11 @@ def trial(
         ]
     elif mode in ("shared", "shared_pool", "shared_recut"):
         endpoint = f"unix:@bench-{os.getpid()}"
-        serve = pool_producer if mode == "shared_pool" else shared_producer
-        helpers.append(
-            FORK.Process(target=serve, args=(dataset, args.workers, endpoint, consumers))
-        )
+        serving = (dataset, args.workers, endpoint, consumers)
+        if mode == "shared_pool":
+            helpers.append(FORK.Process(target=pool_producer, args=serving))
+        else:
+            helpers.append(FORK.Process(target=shared_producer, args=(*serving, costs)))
         size = args.recut_batch if mode == "shared_recut" else None
         targets = [
             (shared_consumer, (endpoint, consumer_batches(mode, args), report, i, size))
@@ -537,8 +584,9 @@ def cpu_by_role(tree: TreeCpu, consumer_pids: set[int]) -> dict[str, float]:
 
 
 def run_trial(
-    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int
-) -> dict:
+    mode: str, workload: str, consumers: int, args: argparse.Namespace, work: int,
+    shm_mb: int = 0,
+) -> dict:  # fmt: skip
     """Run `trial` in a forked process, counting its tree's CPU, and clean up after it.
 
     Args:
@@ -547,14 +595,20 @@ def run_trial(
         consumers (int): N, the consumer processes.
         args (argparse.Namespace): The options (`run`'s).
         work (int): `CpuBound`'s iterations per example.
+        shm_mb (int): Run in a private /dev/shm of this many MB (`enter_shm`). Default 0:
+            the machine's.
 
     Returns:
-        dict: The trial's CSV row (rates per consumer, CPU in all and by role, wall time).
+        dict: The trial's CSV row (rates per consumer, CPU in all and by role, the
+        producer's copy of each batch into its segments (``shared``, ``shared_recut``) in
+        ms per batch, wall time).
     """
-    report = FORK.Queue()
+    report, costs = FORK.Queue(), FORK.Queue()
     shm_before = set(os.listdir("/dev/shm"))
     start = time.perf_counter()
-    process = FORK.Process(target=trial, args=(mode, workload, consumers, args, work, report))
+    process = FORK.Process(
+        target=trial, args=(mode, workload, consumers, args, work, report, shm_mb, costs)
+    )
     process.start()
     with TreeCpu(process.pid) as tree:
         process.join()
@@ -572,10 +626,12 @@ def run_trial(
     rates = [per * (got - 1) / seconds for _, got, seconds, per, _ in results if got > 1]
     received = sum(per * got for _, got, _, per, _ in results)
     roles = cpu_by_role(tree, {pid for *_, pid in results})
+    copy_s, copied = costs.get(timeout=5) if not costs.empty() else (math.nan, 0)
     return {
         "workload": workload,
         "mode": mode,
         "consumers": consumers,
+        "shm_mb": shm_mb,
         "workers": args.workers,
         "batches_per_consumer": count,
         "consumers_finished": sum(got == count for _, got, *_ in results),
@@ -588,6 +644,7 @@ def run_trial(
             f"cpu_ms_{role}": 1000 * seconds / received if received else float("nan")
             for role, seconds in roles.items()
         },
+        "copy_ms_per_batch": 1000 * copy_s / copied if copied else math.nan,
         "touch": TOUCH,
         "wall_s": wall,
         "machine": machine_note(),
@@ -653,28 +710,32 @@ def run(
             "skipping tensorsocket: pass --tensorsocket-path (benchmarks/install_tensorsocket.sh)"
         )
         modes.remove("tensorsocket")
+    shm_sizes = list(args.shm_mb)
+    if any(shm_sizes) and os.geteuid() != 0:
+        print("skipping shm_mb other than 0: a private /dev/shm needs root")
+        shm_sizes = [size for size in shm_sizes if not size]
     torch.set_num_threads(1)
     work = calibrate_work()
     trials: dict[tuple, list[dict]] = {}
     for repeat in range(args.repeats):  # interleaved: drift hits every mode's repeat alike
         for workload in args.workloads:
-            for consumers in args.consumers:
-                for mode in modes:
-                    if mode == "tfdata_service" and workload != "images":
-                        continue  # its workers cannot run the Python preprocessing of "cpu"
-                    row = run_trial(mode, workload, consumers, args, work)
-                    trials.setdefault((workload, consumers, mode), []).append(row)
-                    print(
-                        f"{workload:<7} {mode:<13} N={consumers} repeat {repeat + 1}/"
-                        f"{args.repeats} {row['per_consumer_batches_per_s']:8.1f} batches/s "
-                        f"per consumer, {row['consumers_finished']}/{consumers} finished, "
-                        f"cpu {row['cpu_s']:.1f} s",
-                        flush=True,
-                    )
+            for consumers, shm_mb, mode in itertools.product(args.consumers, shm_sizes, modes):
+                if mode == "tfdata_service" and workload != "images":
+                    continue  # its workers cannot run the Python preprocessing of "cpu"
+                row = run_trial(mode, workload, consumers, args, work, shm_mb)
+                trials.setdefault((workload, consumers, shm_mb, mode), []).append(row)
+                print(
+                    f"{workload:<7} {mode:<13} N={consumers} shm_mb={shm_mb} repeat {repeat + 1}/"
+                    f"{args.repeats} {row['per_consumer_batches_per_s']:8.1f} batches/s "
+                    f"per consumer, {row['consumers_finished']}/{consumers} finished, "
+                    f"cpu {row['cpu_s']:.1f} s",
+                    flush=True,
+                )
     rows = [merge_repeats(repeats) for repeats in trials.values()]
-    own = {(r["workload"], r["consumers"]): r for r in rows if r["mode"] == "own"}
+    # compared with own loaders under the same /dev/shm
+    own = {(r["workload"], r["consumers"], r["shm_mb"]): r for r in rows if r["mode"] == "own"}
     for row in rows:
-        base = own.get((row["workload"], row["consumers"]))
+        base = own.get((row["workload"], row["consumers"], row["shm_mb"]))
         for key in ("per_consumer_batches_per_s", "aggregate_batches_per_s"):
             value = row[key] / base[key] if base and base[key] else float("nan")
             row[f"{key.removesuffix('_batches_per_s')}_vs_own"] = value
@@ -686,12 +747,14 @@ def run(
             "workload",
             "mode",
             "consumers",
+            "shm_mb",
             "per_consumer_batches_per_s",
             "per_consumer_vs_own",
             "aggregate_vs_own",
             "cpu_s",
             "cpu_ms_per_batch_received",
             *(f"cpu_ms_{role}" for role in ROLES),
+            "copy_ms_per_batch",
             "consumers_finished",
         ],
     )

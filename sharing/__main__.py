@@ -25,7 +25,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from sharing.producer import _RENAMED, Producer
+from sharing.args import RENAMED
+from sharing.producer import Producer
 
 __all__ = ["load_factory", "main", "parse_args"]
 
@@ -104,7 +105,7 @@ def _add_producer_options(serve: argparse.ArgumentParser) -> None:
         kind = _parse(name, _scalar(hints[name]))
         option = "--" + name.replace("_", "-")
         serve.add_argument(option, type=kind, default=parameter.default, help=help)
-    for former, name in _RENAMED.items():
+    for former, name in RENAMED.items():
         kind = _parse(name, _scalar(hints[name]))
         serve.add_argument(
             "--" + former.replace("_", "-"), dest=name, type=kind, action=_Renamed,

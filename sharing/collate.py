@@ -5,7 +5,7 @@ Without a ``collate_fn`` the samples are stacked as torch's ``default_collate`` 
 (tensors and arrays stacked, ints as int64, floats as float64, bools as bool, strings as a
 list, mappings and sequences field by field; a tuple sample stays a tuple), each field written
 once, into the buffer, by ``torch.stack(..., out=)``. With a ``collate_fn``, its batch is
-copied into the buffer (one copy per tensor).
+copied into the buffer (one copy per tensor), as is any batch given to `copy_into`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["collate_into"]
+__all__ = ["collate_into", "copy_into"]
 
 _ALIGN = 64  # each tensor starts at a multiple of this many bytes
 _SCALARS = {bool: torch.bool, int: torch.int64, float: torch.float64}
@@ -132,9 +132,26 @@ def collate_into(
         layout = _stack(samples, plan, "the samples")
     else:
         layout = _copy(collate_fn(list(samples)), plan, "collate_fn's batch")
+    return layout, _write(plan, buffer)
+
+
+def copy_into(batch: Any, buffer: Callable[[int], Any]) -> tuple[dict, int]:
+    """Copy ``batch``'s tensors and arrays into the buffer that ``buffer(size)`` returns (as
+    `collate_into`); (layout, bytes used).
+
+    Raises:
+        TypeError: ``batch`` holds a leaf that cannot be shared, or a tensor not in CPU memory.
+    """
+    plan = _Plan()
+    layout = _copy(batch, plan, "the batch")
+    return layout, _write(plan, buffer)
+
+
+def _write(plan: _Plan, buffer: Callable[[int], Any]) -> int:
+    """Carry out ``plan``'s writes in ``buffer(plan.size)``; the bytes used."""
     if plan.writes:
         memory = buffer(plan.size)
         for offset, nbytes, dtype, shape, fill in plan.writes:
             raw = torch.frombuffer(memory, dtype=torch.uint8, count=nbytes, offset=offset)
             fill(raw.view(dtype).view(shape))
-    return layout, plan.size
+    return plan.size

@@ -96,12 +96,19 @@ def listen(endpoint: str, backlog: int = 64) -> socket.socket:
     A socket file that nobody accepts on (left by a producer that was killed) is replaced.
 
     Raises:
+        ValueError: The folder of a ``unix:/PATH`` endpoint does not exist.
         OSError: Another process listens at ``endpoint``, or a file that is not a socket is
             in the way (it is left alone).
     """
     address = parse(endpoint)
     try:
         return _bind(address, backlog)
+    except FileNotFoundError:
+        raise ValueError(
+            f"endpoint={endpoint!r}: the folder {os.path.dirname(str(address))} does not "
+            "exist; valid: 'unix:@NAME' (an abstract socket) or 'unix:/PATH' in an existing "
+            "folder"
+        ) from None
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise

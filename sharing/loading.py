@@ -5,10 +5,11 @@ epoch wrapped (`LoaderThread.complete`)."""
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -18,7 +19,10 @@ __all__ = [
     "LoaderFailed",
     "LoaderThread",
     "Owed",
+    "epoch_iter",
     "length",
+    "sampler_of",
+    "set_epoch",
 ]
 
 
@@ -78,6 +82,35 @@ def released(error: BaseException) -> BaseException:
     return error
 
 
+def sampler_of(loader: Any) -> Any:
+    """A DataLoader's (or PooledLoader's) sampler of indices, if it has one."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    return getattr(batch_sampler, "sampler", None) or getattr(loader, "sampler", None)
+
+
+def set_epoch(loader: Any, epoch: int) -> None:
+    """Call ``set_epoch(epoch)`` on ``loader``, or else on its sampler (a DataLoader's
+    ``DistributedSampler``), where one has it."""
+    for target in (loader, sampler_of(loader)):
+        if hasattr(target, "set_epoch"):
+            target.set_epoch(epoch)
+            return
+
+
+def epoch_iter(loader: Any, epoch: int, lock: threading.Lock) -> Iterator[Any]:
+    """An iterator over ``epoch`` of ``loader``: ``set_epoch`` and the start of the
+    iteration (which fixes a sampler's order) happen under ``lock``, so two threads that
+    iterate one loader at different epochs each get their own."""
+    with lock:
+        set_epoch(loader, epoch)
+        batches = iter(loader)
+        first = next(batches, _DONE)
+    return batches if first is _DONE else itertools.chain([first], batches)
+
+
+_DONE = object()
+
+
 def length(loader: Any) -> int | None:
     """``len(loader)``, or None if it has no length."""
     try:
@@ -98,6 +131,11 @@ class LoaderThread:
         epochs: Epochs to load; None: until `stop` or `finish`.
         wake: Called (from the thread) after each item is queued.
         depth: Items queued ahead of the serving loop. Default 2.
+        adopt: Turns each batch into what is queued, in this thread, as soon as the loader
+            yields it (the loader's own batch is let go of at once). Default None: queued as
+            it is.
+        lock: Held while an epoch's iteration starts (`epoch_iter`), shared with whatever
+            else iterates the loader. Default None: a lock of its own.
     """
 
     def __init__(
@@ -106,8 +144,12 @@ class LoaderThread:
         epochs: int | None,
         wake: Callable[[], None],
         depth: int = 2,
+        adopt: Callable[[Any], Any] | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
         self.loader, self.epochs, self._wake = loader, epochs, wake
+        self._adopt = adopt or (lambda batch: batch)
+        self._lock = lock or threading.Lock()
         self._queue: queue.Queue[Item] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finish = threading.Event()
@@ -157,11 +199,11 @@ class LoaderThread:
         try:
             epoch = 0
             while (self.epochs is None or epoch < self.epochs) and not self._finish.is_set():
-                if hasattr(self.loader, "set_epoch"):
-                    self.loader.set_epoch(epoch)
                 count = 0
-                for batch in self.loader:
-                    if not self._put(Loaded(epoch, count, batch)):
+                for batch in epoch_iter(self.loader, epoch, self._lock):
+                    item = Loaded(epoch, count, self._adopt(batch))
+                    del batch  # the loader's memory (a worker's /dev/shm file) goes now
+                    if not self._put(item):
                         return
                     count += 1
                 if count == 0 and self._finish.is_set():
@@ -181,10 +223,10 @@ class LoaderThread:
             except queue.Empty:
                 continue
             source = getattr(self.loader, "completion_loader", self.loader)
-            if batches and hasattr(source, "set_epoch"):
-                source.set_epoch(epoch)
-            for index, batch in enumerate(source if batches else ()):
-                if not self._put(Owed(epoch, index, batch)):
+            for index, batch in enumerate(epoch_iter(source, epoch, self._lock) if batches else ()):
+                item = Owed(epoch, index, self._adopt(batch))
+                del batch
+                if not self._put(item):
                     return
                 if index + 1 == batches:
                     break  # the rest of this epoch is owed to nobody

@@ -21,7 +21,7 @@ from sharing.errors import ProtocolError
 from sharing.policy import Refusal
 from sharing.store import BatchStore
 
-__all__ = ["Peer", "Peers", "SendBatch", "SendEndEpoch"]
+__all__ = ["CatchUp", "Peer", "Peers", "SendBatch", "SendEndEpoch"]
 
 log = logging.getLogger("sharing.producer")
 _MAX_REASON_CHARS = 2000
@@ -31,6 +31,18 @@ class SendBatch(NamedTuple):
     """Queued: send batch ``seq``."""
 
     seq: int
+
+
+@dataclass
+class CatchUp:
+    """Part of a consumer's catch-up: batches ``start`` to ``stop`` - 1 of past ``epoch``,
+    loaded again for it (``start`` advances as they arrive); ``ends``: the epoch ends there."""
+
+    epoch: int
+    start: int
+    stop: int
+    ends: bool
+    requested: bool = False
 
 
 class SendEndEpoch(NamedTuple):
@@ -58,6 +70,8 @@ class Peer:
         kept: Batches in recycled segments that it released but whose memory it still
             references (freed by a ``free`` message).
         live: Live (not replayed) batches queued or held: its lag behind the producer.
+        catchup: Batches loaded again for it that come before anything live (`CatchUp`).
+        deferred: Live messages queued behind its catch-up.
         segments: Recycled segments whose descriptor it has (sent once each).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
@@ -75,15 +89,24 @@ class Peer:
     held: set[int] = field(default_factory=set)
     kept: set[int] = field(default_factory=set)
     live: set[int] = field(default_factory=set)
+    catchup: deque[CatchUp] = field(default_factory=deque)
+    deferred: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     segments: set[int] = field(default_factory=set)
     left: bool = False
     closed: bool = False
 
     def enqueue(self, seq: int, *, live: bool) -> None:
-        """Queue batch ``seq`` for this consumer (which must hold a reference to it)."""
-        self.outbox.append(SendBatch(seq))
+        """Queue batch ``seq`` for this consumer (which must hold a reference to it); a live
+        one waits behind its catch-up."""
         if live:
+            self.push(SendBatch(seq))
             self.live.add(seq)
+        else:
+            self.outbox.append(SendBatch(seq))
+
+    def push(self, entry: SendBatch | SendEndEpoch) -> None:
+        """Queue a live message: behind the catch-up while there is one."""
+        (self.deferred if self.catchup else self.outbox).append(entry)
 
     def flush(self, store: BatchStore) -> int:
         """Send queued messages until the socket is full; the number of batches sent.
@@ -136,12 +159,14 @@ class Peer:
 
     def release_all(self, store: BatchStore) -> None:
         """Let go of everything queued or held (the consumer is gone)."""
-        for entry in self.outbox:
+        for entry in (*self.outbox, *self.deferred):
             if isinstance(entry, SendBatch):
                 store.unref(entry.seq, self.cid)
         for seq in self.held | self.kept:
             store.unref(seq, self.cid)
         self.outbox.clear()
+        self.deferred.clear()
+        self.catchup.clear()
         self.held.clear()
         self.kept.clear()
         self.live.clear()
@@ -224,6 +249,7 @@ class Peers:
     def __init__(self, listener: socket.socket, store: BatchStore, hello_timeout_s: float) -> None:
         self.listener, self.store, self.hello_timeout_s = listener, store, hello_timeout_s
         self.selector: selectors.BaseSelector | None = None
+        self.on_drop: Callable[[int], None] = lambda cid: None  # told each dropped cid
         self.counts = {"joined": 0, "left": 0, "lost": 0}
         self._peers: dict[int, Peer] = {}
         self._next_cid = 0
@@ -236,6 +262,10 @@ class Peers:
 
     def __contains__(self, peer: Peer) -> bool:
         return peer.cid in self._peers
+
+    def get(self, cid: int) -> Peer | None:
+        """The peer with consumer id ``cid``, if still connected."""
+        return self._peers.get(cid)
 
     def active(self) -> list[Peer]:
         """The welcomed peers."""
@@ -288,6 +318,7 @@ class Peers:
                 self.selector.unregister(peer.sock)
         peer.sock.close()
         peer.release_all(self.store)
+        self.on_drop(peer.cid)
         if peer.welcomed:
             self.counts[why] += 1
             log.info("consumer %d (pid %d) %s", peer.cid, peer.pid, why)

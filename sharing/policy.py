@@ -1,12 +1,14 @@
 """The producer's join and replay policy, as pure functions of where the producer stands.
 
-A consumer that says hello is let in one of four ways (`protocol.JOIN_MODES`): ``start``
+A consumer that says hello is let in one of five ways (`protocol.JOIN_MODES`): ``start``
 (before the epoch's first batch), ``replay`` (the batches it missed are still held: it gets
-them first, then the live stream), ``wrap`` (each of its epochs runs from where it joined into
-the producer's next epoch; after the producer's last epoch, the batches its last epoch still
-needs are loaded for it alone) or ``next_epoch`` (it waits for the next epoch); or it is
-refused with a reason. A consumer's epoch is never silently short: where neither replay, a
-wrap nor a next epoch can make it whole, the join is refused.
+them first, then the live stream), ``reload`` (they are loaded again for it alone, then the
+live stream: the loader can give that epoch again, `sharing.again`), ``wrap`` (each of its
+epochs runs from where it joined into the producer's next epoch, which holds the same
+batches; after the producer's last epoch, the batches its last epoch still needs are loaded
+for it alone) or ``next_epoch`` (it waits for the next epoch); or it is refused with a
+reason. A consumer's epoch is never silently short, nor silently holds a sample twice: where
+none of these can make it exact, the join is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from typing import Any, NamedTuple
 
 from sharing import protocol
 
-__all__ = ["Join", "Position", "Refusal", "check_hello", "plan_join", "replay_window"]
+__all__ = [
+    "Join",
+    "Position",
+    "Refusal",
+    "check_hello",
+    "plan",
+    "plan_join",
+    "plan_resume",
+    "replay_window",
+]
 
 
 class Position(NamedTuple):
@@ -28,6 +39,10 @@ class Position(NamedTuple):
         batches_per_epoch: Batches per epoch, if known (the loader's length, or counted).
         epochs: Epochs the producer serves in all; None: until stopped.
         finished: Whether the producer has shared its last batch.
+        repeats: Whether every epoch of the loader is the same batches in the same order
+            (`sharing.again.repeats`).
+        reload_refusal: Why the loader cannot give a past epoch again, or None if it can
+            (`sharing.again.reload_refusal`).
     """
 
     epoch: int
@@ -36,6 +51,8 @@ class Position(NamedTuple):
     batches_per_epoch: int | None
     epochs: int | None
     finished: bool = False
+    repeats: bool = True
+    reload_refusal: str | None = None
 
 
 class Join(NamedTuple):
@@ -87,6 +104,15 @@ def check_hello(hello: dict[str, Any]) -> Refusal | None:
     size = hello["batch_size"]
     if size is not None and size < 1:
         return Refusal("bad_argument", f"batch_size must be None or an integer >= 1, got {size}")
+    resume = hello["resume"]
+    if resume is not None and not (
+        len(resume) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**62 for n in resume)
+    ):
+        return Refusal(
+            "bad_argument",
+            f"resume must be [epoch, batch] of integers >= 0, got {protocol.short(resume)}",
+        )
     return None
 
 
@@ -110,15 +136,63 @@ def plan_join(position: Position, late_join: str) -> Join | Refusal:
             f"{where}; pass late_join='auto' or 'next_epoch', or give the producer more "
             "replay_batches",
         )
-    if late_join == "auto" and position.batches_per_epoch is not None:
+    if late_join == "auto" and position.batches_per_epoch is not None and position.repeats:
         return Join("wrap", epoch, index)
+    if late_join == "auto" and position.reload_refusal is None:
+        return Join("reload", epoch, 0)
+    if late_join == "auto":
+        return Refusal(
+            "late_join",
+            f"{where}, and {position.reload_refusal}. Start every consumer before the first "
+            "batch (Producer(consumers=N) waits for N of them; join_grace_s=S, until none has "
+            "said hello for S seconds), or pass late_join='next_epoch' to start with the next "
+            "epoch, or give the producer more replay_batches",
+        )
     if position.epochs is not None and epoch == position.epochs - 1:
-        unwrappable = " (the loader has no length, so an epoch cannot wrap)"
         return Refusal(
             "late_join",
             f"{where}, and this is the producer's last epoch (epochs={position.epochs}): "
-            f"late_join={late_join!r} needs a next epoch"
-            f"{unwrappable if late_join == 'auto' else ''}; join before the epoch starts, or "
+            f"late_join={late_join!r} needs a next epoch; join before the epoch starts, or "
             "give the producer more replay_batches or epochs",
         )
     return Join("next_epoch", epoch + 1, 0)
+
+
+def plan_resume(position: Position, epoch: int, index: int) -> Join | Refusal:
+    """How a consumer restarted from a checkpoint, whose next batch is batch ``index`` of
+    ``epoch``, rejoins a producer at ``position``: ``resume`` from there (the batches since
+    then come from the replay window if it still holds them all, else loaded again), or a
+    refusal saying why it cannot."""
+    if position.batches_per_epoch is not None and index >= position.batches_per_epoch:
+        epoch, index = epoch + 1, 0  # saved after an epoch's last batch
+    where = f"the state's next batch (batch {index} of epoch {epoch})"
+    if position.epochs is not None and epoch >= position.epochs:
+        return Refusal(
+            "finished", f"{where} is past the producer's last epoch (epochs={position.epochs})"
+        )
+    now = (position.epoch, position.index)
+    if (epoch, index) > now:
+        return Refusal(
+            "bad_argument",
+            f"{where} is ahead of the producer (batch {now[1]} of epoch {now[0]}): a state "
+            "saved from another producer's stream?",
+        )
+    held = epoch == position.epoch and position.index <= position.window
+    if (epoch, index) < now and not held and position.reload_refusal is not None:
+        return Refusal(
+            "late_join",
+            f"{where} and those after it are no longer held for replay, and "
+            f"{position.reload_refusal}",
+        )
+    return Join("resume", epoch, index)
+
+
+def plan(hello: dict[str, Any], position: Position) -> Join | Refusal:
+    """How the consumer that sent (schema-valid) ``hello`` is let in at ``position``, or why
+    not: `check_hello`, then `plan_join`, or `plan_resume` for a restarted consumer."""
+    refusal = check_hello(hello)
+    if refusal is not None:
+        return refusal
+    if hello["resume"] is None:
+        return plan_join(position, hello["late_join"])
+    return plan_resume(position, *hello["resume"])

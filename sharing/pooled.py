@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
+import functools
+import inspect
 import json
 import mmap
 import multiprocessing
@@ -29,11 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from sharing import endpoint as endpoints
 from sharing.args import check_int
 from sharing.collate import collate_into
-from sharing.segments import Segment, SegmentPool, grow
+from sharing.segments import Mappings, Segment, SegmentPool
 
-__all__ = ["PooledBatch", "PooledLoader"]
+__all__ = ["PooledBatch", "PooledLoader", "dataset_producer", "into_segment"]
 
 _MAX_MESSAGE = 4 << 20  # a task's indices (or a layout) as JSON
 _POLL_S = 1.0
@@ -60,29 +64,32 @@ def _recv(sock: socket.socket) -> tuple[dict | None, list[int]]:
     return (json.loads(body) if body else None), fds
 
 
-class _Mapped:
-    """This process's writable mapping of each segment it was given (MAP_SHARED), grown and
-    remapped when a batch needs more room."""
+def into_segment(
+    pool: SegmentPool,
+    mapped: Mappings,
+    write: Callable[[Callable[[int], mmap.mmap]], tuple[dict, int]],
+) -> PooledBatch:
+    """A batch written into a free segment of ``pool`` by this process.
 
-    def __init__(self) -> None:
-        self.fds: dict[int, int] = {}
-        self.maps: dict[int, mmap.mmap] = {}
+    Args:
+        pool: The pool whose own descriptors ``mapped`` maps.
+        mapped: This process's mappings of ``pool``'s segments.
+        write: Writes the batch into the buffer that its argument returns for a size (as
+            `sharing.collate.collate_into` does); returns (layout, bytes used).
 
-    def give(self, sid: int, fd: int) -> None:
-        """Segment ``sid`` is (now) the memory file ``fd``."""
-        old = self.fds.pop(sid, None)
-        if old is not None and old != fd:
-            os.close(old)
-        self.maps.pop(sid, None)
-        self.fds[sid] = fd
-
-    def buffer(self, sid: int, size: int) -> mmap.mmap:
-        fd = self.fds[sid]
-        size = grow(fd, size)
-        if sid not in self.maps or len(self.maps[sid]) < size:
-            # A smaller old mapping is dropped, not closed: views of it may still be alive.
-            self.maps[sid] = mmap.mmap(fd, size, mmap.MAP_SHARED)
-        return self.maps[sid]
+    Returns:
+        PooledBatch: The batch in its segment (released back to ``pool`` if ``write`` raises).
+    """
+    segment = pool.acquire()
+    if mapped.fds.get(segment.sid) != segment.fd:
+        mapped.give(segment.sid, segment.fd)
+    try:
+        layout, used = write(lambda size: mapped.buffer(segment.sid, size))
+    except BaseException:
+        pool.release(segment.sid)
+        raise
+    pool.resized(segment.sid)
+    return PooledBatch(segment.sid, layout, used)
 
 
 def _seed_worker(seed: int) -> None:
@@ -106,7 +113,7 @@ def _work(
     _seed_worker(seed + worker_id)
     if worker_init_fn is not None:
         worker_init_fn(worker_id)
-    mapped = _Mapped()
+    mapped = Mappings()
     sock.settimeout(_POLL_S)
     while True:
         try:
@@ -127,7 +134,7 @@ def _work(
             return
 
 
-def _answer(task: dict, dataset: Any, collate_fn: Callable | None, mapped: _Mapped) -> dict:
+def _answer(task: dict, dataset: Any, collate_fn: Callable | None, mapped: Mappings) -> dict:
     """Collate one task's samples into its segment: the answer for the producer."""
     sid = task["segment"]
     answer: dict[str, Any] = {"task": task["task"], "segment": sid}
@@ -213,11 +220,26 @@ class PooledLoader:
         self.prefetch_factor = prefetch_factor
         self._context = multiprocessing.get_context(multiprocessing_context)
         self.pool = SegmentPool()
-        self._here = _Mapped()  # num_workers=0: the loader thread's own mappings
+        self._here = Mappings()  # num_workers=0: the loader thread's own mappings
         self._workers: list[_Worker] = []
         self._selector: selectors.BaseSelector | None = None  # over the workers' sockets
         self._epoch = 0
         self._next_task = 0
+
+    @property
+    def epochs_repeat(self) -> bool:
+        """Whether every epoch is the same batches in the same order (no shuffle, no
+        sampler)."""
+        return not self.shuffle and self.sampler is None
+
+    @functools.cached_property
+    def completion_loader(self) -> PooledLoader:
+        """This loader's twin that collates in the thread that iterates it, into the same
+        pool: the same dataset and order, beside this loader's own iteration."""
+        twin = copy.copy(self)
+        twin.num_workers, twin._workers, twin._selector = 0, [], None
+        twin._here = Mappings()
+        return twin
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s permutation (and the sampler's ``set_epoch``) next."""
@@ -254,19 +276,10 @@ class PooledLoader:
         yield from self._from_workers(batches)
 
     def _collate_here(self, indices: list[int]) -> PooledBatch:
-        segment = self.pool.acquire()
-        if self._here.fds.get(segment.sid) != segment.fd:
-            self._here.give(segment.sid, segment.fd)
-        try:
-            samples = [self.dataset[index] for index in indices]
-            layout, used = collate_into(
-                samples, self.collate_fn, lambda n: self._here.buffer(segment.sid, n)
-            )
-        except BaseException:
-            self.pool.release(segment.sid)
-            raise
-        self.pool.resized(segment.sid)
-        return PooledBatch(segment.sid, layout, used)
+        samples = [self.dataset[index] for index in indices]
+        return into_segment(
+            self.pool, self._here, lambda buffer: collate_into(samples, self.collate_fn, buffer)
+        )
 
     # ------------------------------------------------------------------ workers
 
@@ -380,5 +393,39 @@ class PooledLoader:
         if self._selector is not None:
             self._selector.close()
             self._selector = None
-        self._here = _Mapped()
+        self._here = Mappings()
         self.pool.close()
+
+
+def dataset_producer(cls: type, dataset: Any, kwargs: dict[str, Any]) -> Any:
+    """``cls(PooledLoader(dataset, ...), ...)``: `sharing.Producer.from_dataset`, each of
+    ``kwargs`` going to the one that takes it; the loader is closed with the producer.
+
+    Raises:
+        ValueError: A bad argument (the message names it).
+        TypeError: An argument neither takes, or no ``batch_size``.
+    """
+    if endpoints.is_ray_endpoint(kwargs.get("endpoint")):
+        raise ValueError(
+            "from_dataset's recycled segments serve one host; on Ray, serve "
+            "Producer(DataLoader(...), endpoint='ray:NAME')"
+        )
+    if kwargs.get("device") is not None:
+        raise ValueError(
+            "from_dataset serves CPU memory; for device=..., serve "
+            "Producer(DataLoader(...), device=...)"
+        )
+    if "batch_size" not in kwargs:
+        raise TypeError(
+            "Producer.from_dataset() needs batch_size=, the samples per batch (an integer "
+            ">= 1, as DataLoader's)"
+        )
+    own = inspect.signature(PooledLoader).parameters
+    loader = PooledLoader(dataset, **{k: kwargs.pop(k) for k in list(kwargs) if k in own})
+    try:
+        instance = cls(loader, **kwargs)
+    except BaseException:
+        loader.close()
+        raise
+    instance._pooled = loader
+    return instance

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import logging
 import math
 import selectors
 import socket
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from sharing import endpoint as endpoints
-from sharing import lifetime, protocol
-from sharing.args import check_stream, signature_of_init
+from sharing import lifetime, policy, protocol
+from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
+from sharing.args import accepting_former_names, check_stream, signature_of_init
+from sharing.copied import SegmentCopier, out_of_shm
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
-from sharing.peers import Peer, Peers, SendEndEpoch
-from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
-from sharing.pooled import PooledBatch, PooledLoader
+from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
+from sharing.policy import Join, Position, Refusal, replay_window
+from sharing.pooled import PooledBatch, PooledLoader, dataset_producer
 from sharing.store import BatchStore, SharedBatch
 
 __all__ = ["LATE_JOIN_MODES", "Producer"]
@@ -36,35 +35,18 @@ LATE_JOIN_MODES = protocol.LATE_JOIN_MODES  # kept importable from here for olde
 _HELLO_TIMEOUT_S = 2.0
 _MAX_DETAIL_CHARS = 2000
 _LIVENESS_EVERY_S = 0.2
-# Former keyword -> its name now; the former one is still accepted, with a DeprecationWarning.
-_RENAMED = {"wait_for": "consumers"}
-
-
-def _accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` that also takes each `_RENAMED` keyword under its former name, warning."""
-
-    @functools.wraps(init)
-    def accepting(self: Any, *args: Any, **kwargs: Any) -> None:
-        for former, name in _RENAMED.items():
-            if former in kwargs:
-                if name in kwargs:
-                    raise TypeError(f"pass {name}= alone: {former}= is its former name")
-                message = f"{former}= is now {name}= (the former name will go)"
-                warnings.warn(message, DeprecationWarning, stacklevel=2)
-                kwargs[name] = kwargs.pop(former)
-        init(self, *args, **kwargs)
-
-    return accepting
 
 
 @signature_of_init
 class Producer:
     """Serve the batches of ``loader`` to every `Consumer` connected to ``endpoint``.
 
-    The producer iterates ``loader`` once per epoch in a background thread. Each batch's
-    tensors live in shared memory (a DataLoader worker's batch already does; anything else
-    is moved there once); consumers receive the memory's descriptors with a small message and
-    map the batch without copying it. Every consumer receives every batch of every epoch
+    The producer iterates ``loader`` once per epoch in a background thread, which copies each
+    batch into a recycled anonymous memory segment as it arrives and lets the loader's memory
+    go at once: a DataLoader's batches leave /dev/shm (64 MB in many containers) as soon as
+    they are made, so the loader needs no more of it than it does alone (`sharing.copied`).
+    Consumers receive a segment's descriptor once, keep it mapped, and read each batch in it
+    without copying it. Every consumer receives every batch of every epoch
     exactly once, in one order, the tail included. The producer waits for ``consumers``
     consumers before it starts, pauses while none is connected, and never runs more than
     ``max_lag`` batches ahead of the slowest consumer, so it holds at most ``max_lag`` batches
@@ -72,15 +54,17 @@ class Producer:
 
     A consumer that joins mid-epoch starts at once: if the batches it missed are still held
     for replay (the first ``replay_batches`` of each epoch are kept until the producer moves
-    past them) it receives them first, then the live stream; otherwise, with
-    ``late_join="auto"``, each of its epochs runs from where it joined into the next producer
-    epoch ("wrap"), which covers each sample exactly once when ``loader`` yields the same
-    batches every epoch (an unshuffled loader; a shuffled one gives each such epoch as many
-    batches, not the same samples). After the last epoch the producer loads the leading
-    batches that a wrapped consumer's last epoch still needs, for those consumers alone
-    (counted in `metrics` as ``batches_for_late_joiners``), so every consumer's stream ends
-    at the end of one of its epochs, however late it joined. Replay costs memory, not CPU:
-    ``replay_batches`` batches.
+    past them) it receives them first, then the live stream. Otherwise, with
+    ``late_join="auto"``, its epoch still holds exactly the producer's samples, or it is
+    refused: when ``loader`` yields the same batches every epoch (unshuffled), each of its
+    epochs runs from where it joined into the next producer epoch ("wrap"; after the last
+    epoch the producer loads the leading batches that a wrapped consumer's last epoch still
+    needs, for those consumers alone, counted in `metrics` as ``batches_for_late_joiners``);
+    when ``set_epoch(epoch)`` fixes its order (a seeded sampler, `from_dataset`'s shuffle),
+    the batches it missed are loaded again for it alone before its live stream ("reload",
+    ``batches_loaded_again``); an unseeded shuffle cannot draw them again, and the join
+    raises `LateJoinError` (start consumers together: ``consumers``, ``join_grace_s``).
+    Replay costs memory, not CPU: ``replay_batches`` batches.
 
     The stream ends loudly: a consumer that asks for an epoch after the last raises
     `StreamEnded`, one whose epoch the end cuts short (`stop`, a failing loader) raises
@@ -126,7 +110,7 @@ class Producer:
         backend = endpoints.backend_class(kwargs.get("endpoint"), "PRODUCER")
         return object.__new__(backend if cls is Producer and backend is not None else cls)
 
-    @_accepting_former_names
+    @accepting_former_names
     def __init__(
         self,
         loader: Iterable[Any],
@@ -154,13 +138,31 @@ class Producer:
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
         self._window: int | None = None  # replay window, fixed at the first batch
         self._listener = endpoints.listen(self.endpoint)
+        lifetime.sweep_temp_dirs()  # what a killed producer's loader workers left
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._loading = LoaderThread(loader, epochs, self._wake)
+        # A loader's batches are copied into recycled segments as they arrive (none held in
+        # /dev/shm); from_dataset's are made in them, and device batches are shared as they are.
+        self._copier = None
+        if self.device is None and not isinstance(loader, PooledLoader):
+            self._copier = SegmentCopier()
+        # the segments batches are served from: the dataset loader's, or the copies'
+        self._pool = loader.pool if isinstance(loader, PooledLoader) else None
+        if self._copier is not None:
+            self._pool = self._copier.pool
+        adopt = self._copier and self._copier.copy
+        lock = threading.Lock()  # two threads may start an epoch of the loader
+        self._loading = LoaderThread(loader, epochs, self._wake, adopt=adopt, lock=lock)
+        self._catchups = CatchUps(
+            Reloader(loader, lock, self._wake, adopt=adopt), max_lag, self._place_again,
+            self._discard,
+        )  # fmt: skip
+        self._repeats, self._reload_refusal = repeats(loader), reload_refusal(loader)
         self._store = BatchStore()
         self._peers = Peers(self._listener, self._store, _HELLO_TIMEOUT_S)
+        self._peers.on_drop = self._catchups.reloader.cancel
         self._batches_per_epoch = length(loader)
         self._epoch, self._index, self._seq = 0, 0, 0
         self._pending: Any = None
@@ -172,7 +174,7 @@ class Producer:
         self._serving: threading.Thread | None = None  # the thread inside serve(), if any
         self._served = threading.Event()  # set while no thread is inside serve()
         self._served.set()
-        self._counters = {"produced": 0, "served": 0, "owed": 0}
+        self._counters = {"produced": 0, "served": 0, "owed": 0, "again": 0}
         self._pooled: PooledLoader | None = None  # from_dataset's loader, closed with us
         self._cpu_start = time.process_time()
 
@@ -201,25 +203,7 @@ class Producer:
             ValueError: A bad argument (the message names it).
             TypeError: An argument neither takes, or no ``batch_size``.
         """
-        if endpoints.is_ray_endpoint(kwargs.get("endpoint")):
-            raise ValueError(
-                "from_dataset's recycled segments serve one host; on Ray, serve "
-                "Producer(DataLoader(...), endpoint='ray:NAME')"
-            )
-        if kwargs.get("device") is not None:
-            raise ValueError(
-                "from_dataset serves CPU memory; for device=..., serve "
-                "Producer(DataLoader(...), device=...)"
-            )
-        own = inspect.signature(PooledLoader).parameters
-        loader = PooledLoader(dataset, **{k: kwargs.pop(k) for k in list(kwargs) if k in own})
-        try:
-            instance = cls(loader, **kwargs)
-        except BaseException:
-            loader.close()
-            raise
-        instance._pooled = loader
-        return instance
+        return dataset_producer(cls, dataset, kwargs)
 
     # ------------------------------------------------------------------ public API
 
@@ -247,13 +231,15 @@ class Producer:
 
     def metrics(self) -> dict[str, Any]:
         """Batches produced and served (``batches_for_late_joiners``: those of the produced
-        that were loaded after the last epoch only for wrapped consumers), consumers, their
-        lag, batches held, producer CPU s."""
+        that were loaded after the last epoch only for wrapped consumers;
+        ``batches_loaded_again``: those loaded again for a consumer that joined past the
+        replay window), consumers, their lag, batches held, producer CPU s."""
         welcomed = self._peers.active()
         return {
             "batches_produced": self._counters["produced"],
             "batches_served": self._counters["served"],
             "batches_for_late_joiners": self._counters["owed"],
+            "batches_loaded_again": self._counters["again"],
             "consumers": len(welcomed),
             "consumers_joined": self._peers.counts["joined"],
             "consumers_left": self._peers.counts["left"],
@@ -262,8 +248,13 @@ class Producer:
             "batches_held": len(self._store),
             "bytes_held": self._store.nbytes,
             **(
-                {"segments": len(self._pooled.pool), "segment_bytes": self._pooled.pool.nbytes}
-                if self._pooled is not None
+                {"segments": len(self._pool), "segment_bytes": self._pool.nbytes}
+                if self._pool is not None
+                else {}
+            ),
+            **(
+                {"batches_copied": self._copier.copied, "copy_s": self._copier.seconds}
+                if self._copier is not None
                 else {}
             ),
             "producer_cpu_s": time.process_time() - self._cpu_start,
@@ -314,6 +305,7 @@ class Producer:
         finally:
             self._stop.set()
             self._loading.stop()
+            self._catchups.reloader.stop()
             try:
                 # Before anything that may wait (the loader's thread can be stuck in its
                 # loader): consumers must not wait on a producer that serves no more.
@@ -324,6 +316,7 @@ class Producer:
                 # The loader thread sees the stop at its next batch and returns; that ends the
                 # loader's iteration, which stops (and reaps) its worker processes.
                 self._loading.join(timeout=10.0)
+                self._catchups.reloader.join(timeout=10.0)
                 log.info("finished: %s", self.metrics())
             finally:
                 self._served.set()
@@ -338,6 +331,7 @@ class Producer:
         self._closed = True
         self._stop.set()
         self._loading.stop()
+        self._catchups.reloader.stop()
         # Nothing may go on running the loader's code (at exit, a thread caught inside a torch
         # op while the interpreter finalizes aborts the process).
         if self._serving is not threading.current_thread():
@@ -345,8 +339,11 @@ class Producer:
         if self._pooled is not None:  # first: a worker stuck in the dataset holds no one up
             self._pooled.close()
         self._loading.join(timeout=10.0)
+        self._catchups.reloader.join(timeout=10.0)
         self._peers.close()
         self._store.clear()
+        if self._copier is not None:
+            self._copier.close()
         self._stop_listening()
         self._wake_r.close()
         self._wake_w.close()
@@ -398,7 +395,11 @@ class Producer:
     def _finished(self) -> bool:
         if self._stop.is_set():
             return True
-        return self._loader_done and not self._owing and all(not p.outbox for p in self._peers)
+        return (
+            self._loader_done
+            and not self._owing
+            and all(not (p.outbox or p.catchup) for p in self._peers)
+        )
 
     def _on_event(self, key: selectors.SelectorKey) -> None:
         if key.data == "accept":
@@ -442,12 +443,12 @@ class Producer:
     def _position(self) -> Position:
         return Position(
             self._epoch, self._index, self._window or 0, self._batches_per_epoch, self.epochs,
-            self._loader_done,
+            self._loader_done, self._repeats, self._reload_refusal,
         )  # fmt: skip
 
     def _welcome(self, peer: Peer) -> None:
         assert peer.hello is not None
-        plan = check_hello(peer.hello) or plan_join(self._position(), peer.hello["late_join"])
+        plan = policy.plan(peer.hello, self._position())
         if isinstance(plan, Refusal):
             peer.refuse(plan)
             self._peers.drop(peer, "left")
@@ -473,6 +474,10 @@ class Producer:
                 peer.enqueue(seq, live=False)
         elif plan.mode == "wrap":
             peer.wrap_index = plan.start_index
+        elif plan.mode == "reload":
+            self._catchups.start(peer, CatchUp(self._epoch, 0, self._index, ends=False))
+        elif plan.mode == "resume":
+            self._catchups.resume(peer, plan.epoch, plan.start_index, self._position(), self._store)
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)
 
     def _flush(self, peer: Peer) -> None:
@@ -483,7 +488,24 @@ class Producer:
 
     # ------------------------------------------------------------------ production
 
+    def _place_again(self, peer: Peer, item: Again) -> None:
+        """Queue ``item``, a batch loaded again, for ``peer`` alone."""
+        seq = self._seq
+        self._seq += 1
+        shared = self._share(item.batch, item.epoch, item.index)
+        self._store.add(seq, shared, [peer.cid], retained=False)
+        peer.outbox.append(SendBatch(seq))
+        self._counters["produced"] += 1
+        self._counters["again"] += 1
+
+    def _discard(self, batch: Any) -> None:
+        """Let go of a batch loaded again for a consumer that has left."""
+        if isinstance(batch, PooledBatch):
+            assert self._pool is not None
+            self._pool.release(batch.segment)
+
     def _produce(self) -> None:
+        self._catchups.deliver(self._peers)
         while True:
             if self._pending is None:
                 self._pending = self._loading.get()
@@ -491,7 +513,7 @@ class Producer:
                     return
             item = self._pending
             if isinstance(item, LoaderFailed):
-                raise item.error
+                raise out_of_shm(item.error)
             if isinstance(item, LoaderDone):
                 self._loaded_all()
             elif isinstance(item, EpochEnd):
@@ -558,8 +580,8 @@ class Producer:
     def _share(self, batch: Any, epoch: int, index: int) -> SharedBatch:
         """``batch`` as consumers receive it (moved to ``device`` first, if set)."""
         if isinstance(batch, PooledBatch):
-            assert self._pooled is not None
-            pool, sid = self._pooled.pool, batch.segment
+            assert self._pool is not None
+            pool, sid = self._pool, batch.segment
             return SharedBatch(
                 epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
                 on_drop=lambda: pool.release(sid),
@@ -581,5 +603,5 @@ class Producer:
         self._store.end_retention()
         for peer in self._peers.active():
             if peer.waiting_epoch is None or peer.waiting_epoch <= epoch:
-                peer.outbox.append(SendEndEpoch(epoch, count))
+                peer.push(SendEndEpoch(epoch, count))
         self._epoch, self._index = epoch + 1, 0

@@ -20,7 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Segment", "SegmentPool", "grow"]
+__all__ = ["Mappings", "Segment", "SegmentPool", "grow"]
 
 
 def grow(fd: int, size: int) -> int:
@@ -105,3 +105,30 @@ class SegmentPool:
                 os.close(segment.fd)
             self._segments.clear()
             self._free.clear()
+
+
+class Mappings:
+    """This process's writable mapping of each segment it was given (MAP_SHARED), grown and
+    remapped when a batch needs more room."""
+
+    def __init__(self) -> None:
+        self.fds: dict[int, int] = {}
+        self.maps: dict[int, mmap.mmap] = {}
+
+    def give(self, sid: int, fd: int) -> None:
+        """Segment ``sid`` is (now) the memory file ``fd``."""
+        old = self.fds.pop(sid, None)
+        if old is not None and old != fd:
+            os.close(old)
+        self.maps.pop(sid, None)
+        self.fds[sid] = fd
+
+    def buffer(self, sid: int, size: int) -> mmap.mmap:
+        """A writable mapping of segment ``sid``, grown to at least ``size`` bytes."""
+        fd = self.fds[sid]
+        size = grow(fd, size)
+        if sid not in self.maps or len(self.maps[sid]) < size:
+            # A smaller old mapping is dropped, not closed: views of it may still be alive.
+            # Its pages are mapped in one call (MAP_POPULATE), not faulted in one by one.
+            self.maps[sid] = mmap.mmap(fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        return self.maps[sid]

@@ -24,6 +24,12 @@ a network interface. What maps:
   loop after them raises `sharing.StreamEnded`.
 - ``consumer_max_buffer_size`` is ``max_lag``: how far the producer may run ahead of the
   slowest consumer.
+- A producer's loop with no consumer connected does not wait silently: after a second it
+  logs that none is connected and what it waits for (on the ``sharing.tensorsocket``
+  logger), and after ``idle_s`` (60 s) alone it ends: this loop and every later one stop at
+  once, and ``join()`` returns. (TensorSocket's waits until it is killed, as when each
+  consumer runs one ``for`` loop, one epoch, and exits: loop over a consumer once per
+  epoch.)
 - A consumer's ``batch_size`` is any size (re-cut from the producer's batches); each ``for``
   loop over it is one epoch, and ``consumer.epoch`` counts the epochs it has finished.
 
@@ -33,6 +39,7 @@ Arguments with no equivalent (``producer_batch_size``, ``pack_fn``, ``unpack_fn`
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
@@ -44,7 +51,7 @@ from typing import Any
 
 import torch
 
-from sharing.args import check_int
+from sharing.args import check_int, check_seconds
 from sharing.consumer import Consumer
 from sharing.errors import SharingError
 from sharing.loading import length
@@ -52,7 +59,17 @@ from sharing.producer import Producer
 
 __all__ = ["TensorConsumer", "TensorProducer", "endpoint_for"]
 
-_UNSET: Any = object()
+
+class _Unset:
+    """The default of an argument that is accepted and ignored (shown so by ``help``)."""
+
+    def __repr__(self) -> str:
+        return "ignored"
+
+
+_UNSET: Any = _Unset()
+log = logging.getLogger("sharing.tensorsocket")
+_TELL_AFTER_S = 1.0  # alone this long, the loop says what it waits for
 _END = object()
 _warned: set[str] = set()
 
@@ -110,13 +127,16 @@ class _Handoff:
             yield item
 
     def put(self, item: Any, serving: threading.Thread) -> None:
-        while True:
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                if not serving.is_alive():
-                    return
+        while not self.offer(item) and serving.is_alive():
+            pass
+
+    def offer(self, item: Any) -> bool:
+        """Hand ``item`` over if the producer takes it within 0.1 s."""
+        try:
+            self._queue.put(item, timeout=0.1)
+        except queue.Full:
+            return False
+        return True
 
 
 class TensorProducer:
@@ -136,6 +156,8 @@ class TensorProducer:
         device: Where batches are shared from: "auto" (default, as TensorSocket: the GPU
             when one is present, else CPU shared memory), "cuda", "cpu" or None (as given).
         join_grace_s: See `Producer`. Default 3.
+        idle_s: Seconds the loop waits with no consumer connected before it ends (this
+            loop and every later one stop at once). Default 60.
 
     Raises:
         ValueError: A bad argument (the message names it).
@@ -154,17 +176,20 @@ class TensorProducer:
         *,
         device: str | None = "auto",
         join_grace_s: float = 3.0,
+        idle_s: float = 60.0,
     ) -> None:
         _warn_unsupported(
             heart_ports=heart_ports, pack_fn=pack_fn, producer_batch_size=producer_batch_size
         )
         check_int(consumer_max_buffer_size, "consumer_max_buffer_size", minimum=1)
+        check_seconds(idle_s, "idle_s")
         if not isinstance(rubber_band_pct, (int, float)) or not 0 <= rubber_band_pct <= 1:
             raise ValueError(f"rubber_band_pct must be in [0, 1], got {rubber_band_pct!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else None
         self.data_loader, self.port, self.ack_port = data_loader, port, ack_port
-        self.epoch = 0
+        self.epoch, self.idle_s = 0, idle_s
+        self._idle = False  # ended after idle_s with no consumer
         self._batches = length(data_loader)
         replay = None if self._batches is None else math.ceil(rubber_band_pct * self._batches)
         self._handoff = _Handoff(self._batches, data_loader)
@@ -208,7 +233,10 @@ class TensorProducer:
 
     def __next__(self) -> Any:
         """Hand the next batch to the consumers (waiting while they are too far behind, or
-        while none is connected) and return it; StopIteration at the epoch's end."""
+        while none is connected, at most ``idle_s``) and return it; StopIteration at the
+        epoch's end, or once no consumer has been connected for ``idle_s``."""
+        if self._idle:
+            raise StopIteration
         self._check()
         if self._iterator is None:
             self.__iter__()
@@ -216,13 +244,44 @@ class TensorProducer:
         batch = _END
         if self._batches is None or self._index < self._batches:
             batch = next(self._iterator, _END)
-        self._handoff.put(batch, self._serving)
+        if not self._hand_over(batch):
+            raise StopIteration
         if batch is _END:
             self._iterator = None
             self.epoch += 1
             raise StopIteration
         self._index += 1
         return batch
+
+    def _hand_over(self, item: Any) -> bool:
+        """Hand ``item`` to the producer; False (serving stopped) once no consumer has been
+        connected for ``idle_s``, which it logs."""
+        alone_since, told = None, False
+        while not self._handoff.offer(item):
+            if not self._serving.is_alive():
+                return True  # the next step raises why
+            if self._producer.connected():
+                alone_since, told = None, False
+                continue
+            now = time.monotonic()
+            alone_since = alone_since or now
+            where = f"batch {self._index} of epoch {self.epoch}"
+            if not told and now - alone_since >= _TELL_AFTER_S:
+                log.warning(
+                    "no consumer is connected to %s: %s waits for one (ending after idle_s="
+                    "%g s alone)", self.endpoint, where, self.idle_s,
+                )  # fmt: skip
+                told = True
+            if now - alone_since >= self.idle_s:
+                log.warning(
+                    "no consumer connected to %s for idle_s=%g s: the producer's loop ends at "
+                    "%s (each consumer loops over its epochs: for epoch in range(E): for batch "
+                    "in consumer: ...)", self.endpoint, self.idle_s, where,
+                )  # fmt: skip
+                self._idle = True
+                self._producer.stop()
+                return False
+        return True
 
     def join(self, grace_s: float = 1.0) -> None:
         """End serving: consumers receive every batch handed over, then the stream's end;
@@ -260,6 +319,8 @@ class TensorConsumer:
         connect_timeout_s: How long to wait for the producer to appear. Default None:
             wait, as TensorSocket does.
         timeout_s: See `Consumer`. Default None.
+        state: A `state_dict` saved by this consumer's earlier life: resume there (see
+            `Consumer`). Default None.
 
     Attributes:
         epoch: Epochs this consumer has finished (0 during its first).
@@ -278,14 +339,16 @@ class TensorConsumer:
         *,
         connect_timeout_s: float | None = None,
         timeout_s: float | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         _warn_unsupported(heart_ports=heart_ports, unpack_fn=unpack_fn)
         self.port, self.ack_port, self.batch_size = port, ack_port, batch_size
-        self.epoch = 0
         self._consumer = Consumer(
             endpoint_for(port), batch_size=batch_size, timeout_s=timeout_s,
             connect_timeout_s=math.inf if connect_timeout_s is None else connect_timeout_s,
+            state=state,
         )  # fmt: skip
+        self.epoch = self._consumer.epochs_done
         self.consumer_id = self._consumer.consumer_id
         self._iterator: Iterator[Any] | None = None
 
@@ -309,6 +372,10 @@ class TensorConsumer:
             self._iterator = None
             self.epoch += 1
             raise
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this consumer stands, to keep in a checkpoint (`Consumer.state_dict`)."""
+        return self._consumer.state_dict()
 
     def leave(self) -> None:
         """Leave the producer (also done when the object is garbage-collected)."""

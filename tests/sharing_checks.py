@@ -4,8 +4,11 @@ id-carrying batches, consumer process bodies, a failing DataLoader and a leak ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import os
+import shutil
+import subprocess
 import tempfile
 import time
 import traceback
@@ -32,6 +35,23 @@ def id_batches(n_samples: int, batch_size: int, delay_s: float = 0.0, first_dela
                 yield {"id": ids, "x": ids.float()[:, None].repeat(1, 3)}
 
     return Source()
+
+
+class Signalling:
+    """A source that sets ``served`` when it yields batch ``after`` (a point the producer has
+    certainly passed, however loaded the machine, when a joiner waits for it)."""
+
+    def __init__(self, source, served, after):
+        self.source, self.served, self.after = source, served, after
+
+    def __len__(self):
+        return len(self.source)
+
+    def __iter__(self):
+        for index, batch in enumerate(self.source):
+            if index == self.after:
+                self.served.set()
+            yield batch
 
 
 def consume(endpoint, results, epochs=1, batch_size=None, name=None, per_batch_s=0.0, **kw):
@@ -127,3 +147,21 @@ def check_workers_gone(pids: list[int], error: BaseException) -> None:
             continue
         raise AssertionError(f"the DataLoader's worker {pid} outlives its error")
     assert "dataloader.py" in "".join(traceback.format_tb(error.__traceback__))
+
+
+def in_small_shm(command: str) -> list[str]:
+    """The argv that runs the shell ``command`` in a private mount namespace whose /dev/shm is
+    a 64 MB tmpfs, as in a container started without ``--shm-size``."""
+    mount = "mount -t tmpfs -o size=64m tmpfs /dev/shm"
+    return ["unshare", "-m", "--propagation", "private", "bash", "-c", f"{mount} && {command}"]
+
+
+@functools.cache
+def small_shm_unavailable() -> str | None:
+    """Why `in_small_shm` cannot run here (the reason a test skips), or None."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "mounting a 64 MB /dev/shm in a private mount namespace needs root and unshare"
+    probe = subprocess.run(in_small_shm("true"), capture_output=True, text=True, timeout=30)
+    if probe.returncode:
+        return f"cannot mount a 64 MB /dev/shm here: {probe.stderr.strip()}"
+    return None

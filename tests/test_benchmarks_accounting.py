@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from benchmarks.sharing import cpu_by_role
 from experiments.procstat import TreeCpu
 
@@ -43,3 +47,25 @@ def test_the_memory_benchmark_samples_both_producers(tmp_path):
     for row in rows:
         assert row["producer_rss_mb"] > 0 and row["batches_served"] >= 0
     assert max(row["segments"] for row in rows if row["mode"] == "shared_pool") > 0
+
+
+def test_the_sharing_table_has_the_copys_cost_and_rows_from_a_64_mb_shm(tmp_path):
+    """``--shm-mb 0 64``: every trial also runs in a private 64 MB /dev/shm, and ``shared``
+    rows carry the producer's copy of each batch; figures and claims read the machine's rows."""
+    from sharing_checks import small_shm_unavailable
+
+    from analysis.figures._registry import TABLES
+    from benchmarks import sharing
+
+    why = small_shm_unavailable()
+    if why:
+        pytest.skip(why)
+    out = tmp_path / "shared_loading.csv"
+    options = ["--workloads", "images", "--consumers", "1", "--modes", "own", "shared"]
+    rows = sharing.main(["--out", str(out), *options, "--batches", "4", "--shm-mb", "0", "64"])
+    by = {(row["mode"], row["shm_mb"]): row for row in rows}
+    assert set(by) == {("own", 0), ("shared", 0), ("own", 64), ("shared", 64)}
+    assert all(by["shared", shm]["consumers_finished"] == 1 for shm in (0, 64))
+    assert all(0 < by["shared", shm]["copy_ms_per_batch"] < 1000 for shm in (0, 64))
+    assert math.isnan(by["own", 0]["copy_ms_per_batch"])
+    assert set(TABLES["sharing"].read(str(out))["shm_mb"]) == {0}

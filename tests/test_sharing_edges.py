@@ -13,6 +13,7 @@ import pytest
 import torch
 from sharing_checks import (
     FORK,
+    Signalling,
     check_workers_gone,
     consume,
     failing_dataloader,
@@ -63,29 +64,12 @@ def _join_late(endpoint, outcome, late_join, served):
         outcome.put((late_join, f"LateJoinError: {error}"))
 
 
-class _Signalling:
-    """A source that sets ``served`` when it yields batch ``after`` (a point the producer has
-    certainly passed, however loaded the machine, when a joiner waits for it)."""
-
-    def __init__(self, source, served, after):
-        self.source, self.served, self.after = source, served, after
-
-    def __len__(self):
-        return len(self.source)
-
-    def __iter__(self):
-        for index, batch in enumerate(self.source):
-            if index == self.after:
-                self.served.set()
-            yield batch
-
-
 def test_a_late_join_in_the_last_epoch_wraps_onto_batches_loaded_for_it_alone():
     """No next epoch follows the last: a wrapped joiner's epoch is completed by loading the
     leading batches it missed once more, for it alone; next_epoch has nothing to wait for."""
     outcome, results, served = FORK.Queue(), FORK.Queue(), FORK.Event()
     # 20 batches, about 1 s: the late joiners connect after batch 3, well before the end
-    source = _Signalling(id_batches(320, 16, delay_s=0.05), served, after=3)
+    source = Signalling(id_batches(320, 16, delay_s=0.05), served, after=3)
     with no_leftovers(), Producer(source, epochs=1, replay_batches=0) as producer:
         start(consume, producer.endpoint, results, 1, None, "early")
         for late_join in ("auto", "next_epoch"):

@@ -23,11 +23,17 @@ HELLO = {
     "batch_size": None,
     "late_join": "auto",
     "pid": 1,
+    "resume": None,
 }
 
 
-def at(epoch=0, index=0, window=3, batches=10, epochs=2, finished=False) -> Position:
-    return Position(epoch, index, window, batches, epochs, finished)
+def at(
+    epoch=0, index=0, window=3, batches=10, epochs=2, finished=False, repeats=True, reload=None
+) -> Position:
+    return Position(epoch, index, window, batches, epochs, finished, repeats, reload)
+
+
+UNSEEDED = "the loader shuffles without a seed"
 
 
 @pytest.mark.parametrize(
@@ -37,7 +43,9 @@ def at(epoch=0, index=0, window=3, batches=10, epochs=2, finished=False) -> Posi
         (at(index=3), "replay", Join("replay", 0, 0)),  # the missed 3 are all held
         (at(index=4), "auto", Join("wrap", 0, 4)),
         (at(index=4), "next_epoch", Join("next_epoch", 1, 0)),
-        (at(index=4, batches=None), "auto", Join("next_epoch", 1, 0)),  # length unknown
+        (at(index=4, batches=None), "auto", Join("reload", 0, 0)),  # cannot wrap: load again
+        (at(index=4, repeats=False), "auto", Join("reload", 0, 0)),  # epochs differ: again
+        (at(epoch=1, index=4, repeats=False), "auto", Join("reload", 1, 0)),  # last epoch too
         (at(index=4, epochs=None), "auto", Join("wrap", 0, 4)),
         (at(epoch=1, index=0), "auto", Join("start", 1, 0)),
         (at(epoch=1, index=2), "replay", Join("replay", 1, 0)),  # last epoch, replayable
@@ -52,7 +60,9 @@ def test_join_plans(position, late_join, expected):
     ("position", "late_join", "code", "words"),
     [
         (at(index=4), "replay", "late_join", "only the first 3"),
-        (at(epoch=1, index=4, batches=None), "auto", "late_join", "cannot wrap"),
+        (at(index=4, repeats=False, reload=UNSEEDED), "auto", "late_join", UNSEEDED),
+        (at(index=4, repeats=False, reload=UNSEEDED), "auto", "late_join", "consumers=N"),
+        (at(index=4, repeats=False, reload=UNSEEDED), "auto", "late_join", "join_grace_s"),
         (at(epoch=1, index=4), "next_epoch", "late_join", "last epoch"),
         (at(epoch=2, index=0), "auto", "finished", "all its epochs"),
         (at(finished=True), "auto", "finished", "all its epochs"),
