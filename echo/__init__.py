@@ -13,7 +13,8 @@ echo advise``) measures a job's loader and step and advises an echo setting from
 study's evidence (`echo.advisor`).
 """
 
-from echo.advisor import advise
+from typing import Any
+
 from echo.core import EchoCounts, check_factor, check_shuffle_buffer, echo_items
 from echo.points import ECHO_POINTS, EchoPoint
 
@@ -26,3 +27,12 @@ __all__ = [
     "check_shuffle_buffer",
     "echo_items",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`advise` is imported when first used: ``import echo`` stays as light as its core."""
+    if name == "advise":
+        from echo.advisor import advise
+
+        return advise
+    raise AttributeError(f"module 'echo' has no attribute {name!r}")
