@@ -207,8 +207,6 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     calibrate = commands.add_parser(
         "calibrate",
-        help="each claim rule's false-positive rate (outcomes permuted) and power (searches "
-        "resampled), from a study's own records",
     )
     calibrate.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     calibrate.add_argument(
@@ -444,8 +442,9 @@ def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     over = table[~table["meets_goal"]]
     text = (
         markdown_table(table)
-        + f"\n\n{len(table) - len(over)} of {len(table)} claim parts read 'reproduced' on at "
-        f"most {GOAL:.0%} of {args.permutations} null tables (seed {args.seed}).\n"
+        + f"\n\n{len(table) - len(over)} of {len(table)} claim parts (and claims, part "
+        f"'all') read 'reproduced' on at most {GOAL:.0%}, and 'not reproduced' on at most "
+        f"{GOAL:.0%}, of {args.permutations} tables at their boundary (seed {args.seed}).\n"
     )
     notes = Path(args.out).with_suffix(".md")
     by_claim = notes.with_name(f"{notes.stem}_by_claim.md")
@@ -465,15 +464,20 @@ def decidability_markdown(table: pd.DataFrame) -> str:
     headings = {
         "too_weak": "too weak to decide",
         "no_data": "no data yet",
-        "highest_fpr": "highest false-positive rate",
+        "highest_fpr": "highest false reproduced",
+        "highest_frr": "highest false not reproduced",
     }
-    shown = table.assign(highest_fpr=table["highest_fpr"].map(lambda v: f"{v:.1%}"))
+    shown = table.assign(
+        highest_fpr=table["highest_fpr"].map(lambda v: f"{v:.1%}"),
+        highest_frr=table["highest_frr"].map(lambda v: f"{v:.1%}"),
+    )
     return (
         markdown_table(shown.rename(columns=headings))
         + f"\n\nA part is decided when it reads reproduced or not reproduced; too weak to "
         f"decide when it reads not resolved and its rule reproduces on under {POWERFUL:.0%} "
         f"of tables resampled at the effect observed (its power): at this scale and noise, "
-        f"the rule would seldom reproduce the part even were the effect observed the truth."
+        f"the rule would seldom reproduce the part even were the effect observed the truth. "
+        f"The highest rates are of its parts and of the claim, on tables at their boundary."
         f"\n"
     )
 

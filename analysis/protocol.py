@@ -82,8 +82,9 @@ def best_of_searches(
         The untuned rows, then one row per (condition, repetition) whose trials have all
         landed (a search still training is left out): the trial that reached the target with
         the fewest fresh
-        examples (ties: fewest steps), or, when none did, the search's first trial
-        (``reached`` false). Its ``seed`` is the repetition, its
+        examples (ties: fewest steps), or, when none did, the trial that ran the fewest fresh
+        examples (``reached`` false: the search's value lies above its
+        ``final_fresh_examples``). Its ``seed`` is the repetition, its
         ``hparams`` `SEARCHED` (``best_hparams`` keeps the winner's), ``lr`` the winner's;
         ``trials`` and ``trials_reached`` count the search's trials.
 
@@ -94,10 +95,15 @@ def best_of_searches(
     if not searched.any():
         return runs
     needed = [*CONDITION_KEY, "repetition", "trial", "reached", "fresh_examples_to_target"]
+    needed.append("final_fresh_examples")
     require_columns(runs, [*needed, "steps_to_target", "hparams"], "runs")
     tuned = runs[searched].copy()
-    tuned["_order"] = np.where(tuned["reached"].astype(bool), 0, 1)
-    tuned = tuned.sort_values(["_order", "fresh_examples_to_target", "steps_to_target", "trial"])
+    reached = tuned["reached"].astype(bool)
+    tuned["_order"] = np.where(reached, 0, 1)
+    # a search that missed entirely lies above the least of its trials' caps
+    tuned["_cap"] = np.where(reached, 0.0, tuned["final_fresh_examples"].astype(float))
+    keys = ["_order", "fresh_examples_to_target", "steps_to_target", "_cap", "trial"]
+    tuned = tuned.sort_values(keys)
     groups = tuned.groupby([*CONDITION_KEY, "repetition"], dropna=False, sort=False)
     best = groups.head(1).copy()
     counts = groups.agg(trials=("trial", "size"), trials_reached=("reached", "sum"))
@@ -119,7 +125,7 @@ def best_of_searches(
     best["best_hparams"] = best["hparams"]
     best["hparams"] = SEARCHED
     best["seed"] = best["repetition"].astype(int)
-    best = best.drop(columns="_order")
+    best = best.drop(columns=["_order", "_cap"])
     out = pd.concat([runs[~searched], best], ignore_index=True)
     return out.sort_values(["study", "workload"], kind="stable", ignore_index=True)
 

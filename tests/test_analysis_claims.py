@@ -99,18 +99,22 @@ def test_the_interval_holds_a_value_and_says_its_coverage():
 
 
 @pytest.mark.parametrize(
-    ("parts", "verdict"),
+    ("parts", "p_against", "verdict"),
     [
-        ([REPRODUCED, REPRODUCED], REPRODUCED),
-        ([REPRODUCED, NOT_RESOLVED, NOT_REPRODUCED], NOT_REPRODUCED),
-        ([REPRODUCED, NOT_RESOLVED], NOT_RESOLVED),
-        ([REPRODUCED, NO_DATA], NOT_RESOLVED),  # a part missing: not every part reproduced
-        ([NO_DATA], NO_DATA),
-        ([], NO_DATA),
+        ([REPRODUCED, REPRODUCED], [1.0, 1.0], REPRODUCED),
+        ([NOT_REPRODUCED], [0.031], NOT_REPRODUCED),
+        # one part of three refuted at 0.031 > 0.05 / 3: not enough against the claim
+        ([REPRODUCED, NOT_RESOLVED, NOT_REPRODUCED], [1.0, 0.5, 0.031], NOT_RESOLVED),
+        ([REPRODUCED, NOT_RESOLVED, NOT_REPRODUCED], [1.0, 0.5, 0.008], NOT_REPRODUCED),
+        ([REPRODUCED, NOT_RESOLVED], [1.0, 0.5], NOT_RESOLVED),
+        ([REPRODUCED, NO_DATA], [1.0, 1.0], NOT_RESOLVED),  # a part missing: not all reproduced
+        ([NOT_REPRODUCED, NO_DATA], [0.031, 1.0], NOT_REPRODUCED),  # one part with data
+        ([NO_DATA], [1.0], NO_DATA),
+        ([], [], NO_DATA),
     ],
 )
-def test_combining_parts(parts, verdict):
-    assert combine(parts) == verdict
+def test_combining_parts_refutes_a_claim_at_alpha_over_its_parts(parts, p_against, verdict):
+    assert combine(parts, p_against) == verdict
 
 
 # --- the estimator ----------------------------------------------------------------------
@@ -192,7 +196,7 @@ def _insertion(tmp_path: Path, echo: list[list[int | None]]) -> pd.DataFrame:
     ("echo", "verdict"),
     [
         (FEWER, REPRODUCED),
-        (BASELINE, NOT_REPRODUCED),  # no search fewer by the resolution
+        (BASELINE, NOT_RESOLVED),  # every pair a tie: no evidence either way
         ([[2500, 2600, 2700]] * 5, NOT_REPRODUCED),  # every search above its pair
         ([[1500] * 3, [2100] * 3, *[[1500] * 3] * 3], NOT_RESOLVED),  # 4 of 5 pairs
     ],
@@ -204,7 +208,8 @@ def test_the_claims_table_decides_fewer_fresh_examples_at_e2(tmp_path, echo, ver
     row = table.set_index("claim").loc["claim_fewer_fresh_at_e2"]
     assert row["verdict"] == verdict
     assert row["rule"] == (
-        "per workload: e=2 < baseline - resolution, paired sign test (searches or seeds)"
+        "per workload: e=2 < baseline, a pair within the resolution tied, paired sign test "
+        "both ways (searches or seeds)"
     )
     assert "cifar10_resnet" in row["ours"] and "reached 5/5 vs 5/5" in row["ours"]
 
@@ -287,7 +292,7 @@ def test_a_search_still_training_is_left_out_of_the_claims(tmp_path):
     # 4 searches are left, which cannot reproduce at 5%
     echo = [*FEWER[:4], [5000, 5000]]
     row = claims_table(_insertion(tmp_path, echo)).set_index("claim").loc["claim_fewer_fresh_at_e2"]
-    assert row["verdict"] == NOT_RESOLVED and "4 of 4 pairs for" in row["ours"]
+    assert row["verdict"] == NOT_RESOLVED and "4 for, 0 against, 0 tied" in row["ours"]
 
 
 def test_refresh_blocks_shows_each_named_file(tmp_path):
