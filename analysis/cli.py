@@ -231,8 +231,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     resolution.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     trials = commands.add_parser(
         "trials",
-        help="per tuned baseline: its expected best of T/2, T and 2T trials, against the "
-        "crossing's step (has the best-of-k curve flattened by T?)",
+        help="per tuned baseline: its expected best of its searches' first T/2 and T trials, "
+        "against the crossing's step (has the best-of-k curve flattened by T?)",
     )
     trials.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     trials.add_argument(
@@ -619,14 +619,15 @@ def _trials(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         }
     print(markdown_table(trials_table(runs, trials)))
     print(
-        "\nPer tuned baseline (its study, workload and batch size): best_half, best_T, best_2T: "
-        "the expected fewest fresh examples to target among T/2, T and 2T trials drawn from "
-        "its trials pooled over its searches (a miss at its cap; 2T extrapolates from the "
-        "same pool); p_reached_half: the chance that T/2 trials hold one that reached the "
-        "target; gain_half = best_half - best_T, gain_double = best_T - best_2T; step: fresh "
-        "examples between located crossings; ratio_shift: the largest change, over the echo "
-        "conditions tuned beside it, of their expected best relative to the baseline's "
-        "between T/2, T and 2T trials. Rule: flattened when gain_half <= step"
+        "\nPer tuned baseline (its study, workload and batch size): best_half, best_T: the "
+        "expected fewest fresh examples to target among the first T/2 and T trials of a "
+        "search (each search's best of its trials 1..k, averaged over its searches; a trial "
+        "that missed at how far it ran, its cap or where it was censored); p_reached_half: "
+        "the share of searches whose first T/2 trials hold one that reached the target; "
+        "gain_half = best_half - best_T; step: fresh examples between located crossings; "
+        "ratio_shift: the largest change, over the echo conditions tuned beside it, of their "
+        "expected best relative to the baseline's between T/2 and T trials. Rule: flattened "
+        "when gain_half <= step"
     )
 
 
