@@ -167,6 +167,32 @@ class MixedNumerics(ValueError):
     """A study's records were computed in more than one numerics mode or library version."""
 
 
+_BEST: dict[str, object] = {"runs": None, "rows": {}}
+"""The last runs table's searches reduced to their best trials, per study and plan: every
+claim on a study reads the same (the calibration decides thousands of tables)."""
+
+
+def _best_rows(
+    runs: pd.DataFrame,
+    rows: pd.DataFrame,
+    study: str,
+    trials: Mapping[tuple[str, str], int] | None,
+) -> pd.DataFrame:
+    """`best_of_searches` of ``rows`` (``runs``' rows of ``study``), once per table."""
+    if not len(rows):
+        return rows
+    if _BEST["runs"] is not runs:  # held, so that no other table can take its id
+        _BEST.update(runs=runs, rows={})
+    key = (study, None if trials is None else tuple(sorted(trials.items())))
+    cached = _BEST["rows"]
+    if key not in cached:
+        best = best_of_searches(rows, trials)
+        # plain objects: the claims select from these rows hundreds of times per table
+        text = [c for c, kind in best.dtypes.items() if isinstance(kind, pd.StringDtype)]
+        cached[key] = best.astype(dict.fromkeys(text, object))
+    return cached[key]
+
+
 class StudyRuns:
     """The runs of one study, each search reduced to its best trial.
 
@@ -195,7 +221,7 @@ class StudyRuns:
         self.tuned = bool(len(rows)) and rows["trial"].notna().any()
         self.landed = set(rows["workload"].unique()) if len(rows) else set()
         trials = {(study, w): n for w, n in planned.items() if n is not None} if plan else None
-        self.rows = best_of_searches(rows, trials) if len(rows) else rows
+        self.rows = _best_rows(runs, rows, study, trials)
 
     @property
     def unit(self) -> str:
