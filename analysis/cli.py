@@ -160,7 +160,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     summary.add_argument("--out", required=True, help="summary CSV to write")
     summary.add_argument("--markdown", action="store_true", help="also print it as markdown")
     claims = commands.add_parser(
-        "claims", help="the papers' claims decided by code (CSV + markdown beside it)"
+        "claims",
+        help="the papers' claims decided by code (CSV; beside it the markdown table, and "
+        "one line per claim in NAME_headlines.md)",
     )
     claims.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     claims.add_argument("--reference", help="the papers' values (papers.csv); default: none")
@@ -382,7 +384,7 @@ def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.claims import claims_table, markdown
+    from analysis.claims import claims_table, headlines, markdown
 
     runs = read_runs(_existing(parser, "--runs", args.runs))
     reference = None
@@ -396,7 +398,9 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     notes = Path(args.out).with_suffix(".md")
     atomic_write(notes, lambda temporary: temporary.write_text(text))
-    print(f"wrote {args.out} and {notes} ({len(table)} claims)")
+    short = notes.with_name(f"{notes.stem}_headlines.md")
+    atomic_write(short, lambda temporary: temporary.write_text(headlines(table)))
+    print(f"wrote {args.out}, {notes} and {short} ({len(table)} claims)")
     print(text, end="")
 
 

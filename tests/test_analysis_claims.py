@@ -23,6 +23,7 @@ from analysis.claims import (
     REPRODUCED,
     claims_table,
     combine,
+    headlines,
     markdown,
 )
 from analysis.claims.rules import ALPHA, MIN_PAIRS, compare, sign_p
@@ -230,6 +231,8 @@ def test_the_claims_command_writes_the_table_and_its_markdown(tmp_path, capsys):
     assert text == markdown(table)
     assert "**reproduced**" in text and "| claim |" in text
     assert "claims.md" in capsys.readouterr().out
+    short = (tmp_path / "claims_headlines.md").read_text()
+    assert short == headlines(table) and len(short.splitlines()) == 2 + len(table)
 
 
 def test_study_cost_counts_landed_runs_and_estimates_the_plan(tmp_path):
@@ -292,9 +295,12 @@ def test_readme_shows_the_committed_generated_tables_as_the_code_wrote_them():
 
     root = Path(__file__).resolve().parents[1]
     blocks = GENERATED.findall((root / "README.md").read_text())
-    assert {"results/claims.md", "results/protocol/claims.md"} <= {b[1] for b in blocks}
+    shown = {b[1] for b in blocks}
+    assert {"results/claims_headlines.md", "results/protocol/claims_headlines.md"} <= shown
     for _, name, text, _ in blocks:
         assert text == (root / name).read_text(), f"README's {name} block is not the file"
+    # one line per claim keeps the front door short; every part is on the results pages
+    assert len((root / "README.md").read_text().splitlines()) <= 220
 
 
 def test_a_planned_workload_without_searches_keeps_every_workload_undecided(tmp_path):

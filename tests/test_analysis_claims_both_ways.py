@@ -123,6 +123,7 @@ def test_a_part_whose_verdict_changes_with_t_reads_depends_on_t(tmp_path):
         ("none", 1.0): base, ("before_augment", 2.0): [[1000] * 4] * 5,
     })).set_index("claim")  # fmt: skip
     assert steady.loc["claim_fewer_fresh_at_e2", "firmness"] == "firm (the same at T/2 = 2)"
+    assert steady.loc["claim_fewer_fresh_at_e2", "ours"].endswith("reproduced (also at T/2 = 2)")
 
 
 def test_horizons_include_the_previous_t_between_t_half_and_t(tmp_path):

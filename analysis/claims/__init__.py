@@ -202,13 +202,13 @@ def verdict_of(parts: list[Part]) -> str:
 
 def _paper_number(reference: pd.DataFrame | None, claim: Claim) -> str:
     """The paper's numbers for ``claim`` (its own row and its ``also`` rows of kind
-    ``number``), or ``none (qualitative)``."""
+    ``number``), or ``qualitative``."""
     if reference is None or "quantity" not in reference:
         return ""
     rows = reference[reference["quantity"].isin([claim.name, *claim.also])]
     rows = rows[rows["kind"] == "number"]
     numbers = [f"{r['quantity']} = {r['value']:g} {r['unit']}".rstrip() for _, r in rows.iterrows()]
-    return "; ".join(numbers) or "none (qualitative)"
+    return "; ".join(numbers) or "qualitative"
 
 
 def _headline(claim: Claim, parts: list[Part]) -> str:
@@ -216,10 +216,9 @@ def _headline(claim: Claim, parts: list[Part]) -> str:
     numbered = [p for p in parts if p.number]
     chosen = [p for p in numbered if p.name.startswith(claim.headline)] or numbered
     counts = {v: sum(p.verdict == v for p in parts) for v in (REPRODUCED, NOT_REPRODUCED)}
-    tally = (
-        f"{counts[REPRODUCED]} of {len(parts)} parts reproduced, "
-        f"{counts[NOT_REPRODUCED]} not reproduced"
-    )
+    tally = f"{counts[REPRODUCED]} of {len(parts)} parts reproduced"
+    if counts[NOT_REPRODUCED]:
+        tally += f", {counts[NOT_REPRODUCED]} not"
     if not chosen:
         return tally if parts else ""
     return f"{chosen[0].name}: {chosen[0].number} ({tally})"
@@ -227,9 +226,10 @@ def _headline(claim: Claim, parts: list[Part]) -> str:
 
 def _shown(verdicts: dict[str, str]) -> str:
     """``depends on T (not resolved at T/2 = 5, reproduced at T = 10)``, or the one verdict
-    when every horizon gives it."""
+    every horizon gives (``reproduced (also at T/2 = 5)``)."""
     if len(set(verdicts.values())) == 1:
-        return next(iter(verdicts.values()))
+        also = f" (also at {', '.join(list(verdicts)[:-1])})" if len(verdicts) > 1 else ""
+        return next(iter(verdicts.values())) + also
     at = ", ".join(f"{verdict} at {label}" for label, verdict in verdicts.items())
     return f"{DEPENDS_ON_T} ({at})"
 
