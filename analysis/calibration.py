@@ -1,13 +1,15 @@
-"""How often each claim's rule says "reproduced" when nothing is there, and how often when the
-observed effect is: the rules' false-positive rate and power, measured from a study's own
-records.
+"""How often each claim's rule says "reproduced", or "not reproduced", when the claim sits
+exactly at its boundary, and how often "reproduced" at the observed effect: the rules' two
+error rates and their power, measured from a study's own records.
 
-* **Under the null** (`permuted`): within each study and workload, the runs' outcomes (every
+* **At the boundary** (`permuted`): within each study and workload, the runs' outcomes (every
   measured column of the runs table, kept together per run) are shuffled among its rows, so
   no condition differs from another but by chance, while the study's design (which
   conditions, searches and seeds exist), its noise and its unreached runs stay. Each claim is
   decided on ``permutations`` such tables; a claim part's false-positive rate is the share
-  that read "reproduced".
+  that read "reproduced", its false "not reproduced" rate the share that read "not
+  reproduced". Every part of a claim sits at its boundary at once, so the claim's own row
+  (``all``) measures its combined verdict where each part could tip it.
 * **At the observed effect** (`resampled`): within each study and workload, searches (tuned
   studies; the ``repetition``) or seeds are drawn with replacement, the same draw for every
   condition, so paired designs stay paired; a part's power is the share of ``resamples`` such
@@ -27,8 +29,8 @@ boundary where it has one), its ``Claim.resample`` draws the benchmark's repeats
 replacement (`analysis.claims.benchmark`).
 
 `calibrate` returns one row per claim and part (and one per claim for the combined verdict),
-with the rate's 95% Clopper-Pearson upper bound; `GOAL` is the largest false-positive rate a
-claim part may have.
+with each rate's 95% Clopper-Pearson upper bound; `GOAL` is the largest rate of either error
+a claim or claim part may have.
 
     python -m analysis calibrate --runs results/protocol/runs.csv \
         --configfile config/protocol.yaml --permutations 200 --out calibration.csv
@@ -36,6 +38,7 @@ claim part may have.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
@@ -60,7 +63,8 @@ __all__ = [
 ]
 
 GOAL = 0.05
-"""The largest share of null tables on which a claim part may read "reproduced"."""
+"""The largest share of boundary tables on which a claim or claim part may read "reproduced",
+and the largest share on which it may read "not reproduced"."""
 
 OUTCOME_COLUMNS = RUN_COLUMNS[RUN_COLUMNS.index("reached") : RUN_COLUMNS.index("total_s") + 1]
 """What a run measured (the runs table's columns from ``reached`` to ``total_s``): what the
@@ -68,12 +72,15 @@ null shuffles, one run's values together."""
 
 CALIBRATION_COLUMNS = [
     "claim", "part", "verdict", "null_tables", "null_reproduced", "false_positive_rate",
-    "fpr_high", "meets_goal", "resamples", "resampled_reproduced", "power",
+    "fpr_high", "null_not_reproduced", "false_refutation_rate", "frr_high", "meets_goal",
+    "resamples", "resampled_reproduced", "power",
 ]  # fmt: skip
 """Columns of `calibrate`'s table: per claim and part (by name; `ALL`: the claim's combined
-verdict), the verdict on the real records, the null tables and how many read "reproduced",
-that rate and its 95% upper bound (Clopper-Pearson), whether the rate is at most `GOAL`, and
-the resampled tables, how many read "reproduced", and that share (the power)."""
+verdict), the verdict on the real records, the null tables (at the claim's boundary) and how
+many read "reproduced", that rate and its 95% upper bound (Clopper-Pearson), how many read
+"not reproduced", that rate (false refutation) and its upper bound, whether both rates are at
+most `GOAL`, and the resampled tables, how many read "reproduced", and that share (the
+power)."""
 
 _GROUP = ["study", "workload"]
 
@@ -133,8 +140,10 @@ def resampled(runs: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else runs.iloc[:0]
 
 
-Decide = Callable[[pd.DataFrame], dict[str, dict[str, str]]]
-"""A runs table -> claim name -> part name -> its verdict."""
+Decide = Callable[[pd.DataFrame], dict[str, dict[str, str | tuple[str, float]]]]
+"""A runs table -> claim name -> part name -> its verdict, or its verdict and its p-value
+against the claim (`analysis.claims.Part.p_against`; a bare "not reproduced" counts as
+refuted at any level)."""
 
 Null = Callable[[pd.DataFrame, np.random.Generator], pd.DataFrame]
 """A runs table -> a table drawn under a claim's null (default: `permuted`)."""
@@ -157,14 +166,28 @@ def _decide_all(plan: Plan | None, table: str = "runs", names: set[str] | None =
     ``names`` only where given, as a `Decide`."""
     from analysis.claims import CLAIMS, decide
 
-    def decide_all(rows: pd.DataFrame) -> dict[str, dict[str, str]]:
+    def decide_all(rows: pd.DataFrame) -> dict[str, dict[str, str | tuple[str, float]]]:
         return {
-            claim.name: {part.name: part.verdict for part in decide(claim, rows, plan)[1]}
+            claim.name: {
+                part.name: (part.verdict, part.p_against) for part in decide(claim, rows, plan)[1]
+            }
             for claim in CLAIMS
             if claim.table == table and (names is None or claim.name in names)
         }
 
     return decide_all
+
+
+def _verdicts(parts: dict[str, str | tuple[str, float]]) -> tuple[dict[str, str], str]:
+    """Each part's verdict, and the claim's (`analysis.claims.rules.combine`)."""
+    from analysis.claims import NOT_REPRODUCED, combine
+
+    pairs = {
+        name: (found, 0.0 if found == NOT_REPRODUCED else 1.0) if isinstance(found, str) else found
+        for name, found in parts.items()
+    }
+    verdicts = {name: verdict for name, (verdict, _) in pairs.items()}
+    return verdicts, combine(list(verdicts.values()), [p for _, p in pairs.values()])
 
 
 def _upper(hits: int, n: int, level: float = 0.95) -> float:
@@ -209,7 +232,7 @@ def calibrate(
     Raises:
         ValueError: ``permutations`` < 1 or ``resamples`` < 0.
     """
-    from analysis.claims import REPRODUCED, combine
+    from analysis.claims import NOT_REPRODUCED, REPRODUCED
 
     if permutations < 1 or resamples < 0:
         raise ValueError(
@@ -243,18 +266,16 @@ def calibrate(
         what: str,
         only: set[str] | None = None,
         decide: Decide = decide,
-    ) -> dict[tuple, int]:
-        hits: dict[tuple, int] = {}
+    ) -> dict[tuple, Counter]:
+        hits: dict[tuple, Counter] = {}
         for done in range(count):
             found = decide(draw())
             for claim, parts in found.items():
                 if only is not None and claim not in only:
                     continue
-                for name, verdict in parts.items():
-                    key = (claim, name)
-                    hits[key] = hits.get(key, 0) + (verdict == REPRODUCED)
-                whole = bool(parts) and combine(list(parts.values())) == REPRODUCED
-                hits[(claim, ALL)] = hits.get((claim, ALL), 0) + whole
+                verdicts, whole = _verdicts(parts)
+                for name, verdict in [*verdicts.items(), (ALL, whole if parts else None)]:
+                    hits.setdefault((claim, name), Counter())[verdict] += 1
             if progress and (done + 1) % max(1, count // 10) == 0:
                 progress(f"{what}: {done + 1} of {count} tables")
         return hits
@@ -291,10 +312,12 @@ def calibrate(
             )
     rows = []
     for claim, parts in real.items():
+        verdicts, whole = _verdicts(parts)
         for label in [*parts, ALL]:
-            verdict = combine(list(parts.values())) if label == ALL else parts[label]
-            hits = null.get((claim, label), 0)
-            found = power.get((claim, label), 0)
+            verdict = whole if label == ALL else verdicts[label]
+            tally = null.get((claim, label), Counter())
+            hits, refuted = tally[REPRODUCED], tally[NOT_REPRODUCED]
+            found = power.get((claim, label), Counter())[REPRODUCED]
             rows.append({
                 "claim": claim,
                 "part": label,
@@ -303,7 +326,10 @@ def calibrate(
                 "null_reproduced": hits,
                 "false_positive_rate": hits / permutations,
                 "fpr_high": _upper(hits, permutations),
-                "meets_goal": hits / permutations <= GOAL,
+                "null_not_reproduced": refuted,
+                "false_refutation_rate": refuted / permutations,
+                "frr_high": _upper(refuted, permutations),
+                "meets_goal": max(hits, refuted) / permutations <= GOAL,
                 "resamples": resamples,
                 "resampled_reproduced": found,
                 "power": found / resamples if resamples else float("nan"),
@@ -311,17 +337,22 @@ def calibrate(
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
+def _highest(rows: pd.DataFrame, column: str) -> float:
+    return float(rows[column].max()) if column in rows else 0.0
+
+
 POWERFUL = 0.8
 """The power (`calibrate`'s ``power``) at which a part left "not resolved" counts as one our
 scale could decide at the effect observed, had the data been a little kinder."""
 
 DECIDABILITY_COLUMNS = [
-    "claim", "verdict", "parts", "decided", "too_weak", "no_data", "highest_fpr",
+    "claim", "verdict", "parts", "decided", "too_weak", "no_data", "highest_fpr", "highest_frr",
 ]  # fmt: skip
 """Columns of `decidability`: per claim, its combined verdict, its parts, how many read
 "reproduced" or "not reproduced" (decided), how many "not resolved" with power under
 `POWERFUL` (too weak: our scale cannot decide them at the effect observed), how many have no
-data yet, and the highest false-positive rate of its parts."""
+data yet, and the highest false-positive and false-refutation rates of its parts and of the
+claim itself."""
 
 
 def decidability(table: pd.DataFrame) -> pd.DataFrame:
@@ -349,6 +380,7 @@ def decidability(table: pd.DataFrame) -> pd.DataFrame:
             "decided": int(parts["verdict"].isin([REPRODUCED, NOT_REPRODUCED]).sum()),
             "too_weak": int(weak.sum()),
             "no_data": int((parts["verdict"] == NO_DATA).sum()),
-            "highest_fpr": float(parts["false_positive_rate"].max()) if len(parts) else 0.0,
+            "highest_fpr": float(rows_of["false_positive_rate"].max()) if len(parts) else 0.0,
+            "highest_frr": _highest(rows_of, "false_refutation_rate") if len(parts) else 0.0,
         })  # fmt: skip
     return pd.DataFrame(rows, columns=DECIDABILITY_COLUMNS)

@@ -162,7 +162,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     summary.add_argument("--out", required=True, help="summary CSV to write")
     summary.add_argument("--markdown", action="store_true", help="also print it as markdown")
     claims = commands.add_parser(
-        "claims", help="the papers' claims decided by code (CSV + markdown beside it)"
+        "claims",
+        help="the papers' claims decided by code (CSV; beside it the markdown table, and "
+        "one line per claim in NAME_headlines.md)",
     )
     claims.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     claims.add_argument("--reference", help="the papers' values (papers.csv); default: none")
@@ -209,8 +211,6 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     calibrate = commands.add_parser(
         "calibrate",
-        help="each claim rule's false-positive rate (outcomes permuted) and power (searches "
-        "resampled), from a study's own records",
     )
     calibrate.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     calibrate.add_argument(
@@ -235,8 +235,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     resolution.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     trials = commands.add_parser(
         "trials",
-        help="per tuned baseline: its expected best of T/2, T and 2T trials, against the "
-        "crossing's step (has the best-of-k curve flattened by T?)",
+        help="per tuned baseline: its expected best of its searches' first T/2 and T trials, "
+        "against the crossing's step (has the best-of-k curve flattened by T?)",
     )
     trials.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
     trials.add_argument(
@@ -387,7 +387,7 @@ def _summary(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.claims import claims_table, markdown
+    from analysis.claims import claims_table, headlines, markdown
 
     runs = read_runs(_existing(parser, "--runs", args.runs))
     reference = None
@@ -401,7 +401,9 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     atomic_write(args.out, lambda temporary: table.to_csv(temporary, index=False))
     notes = Path(args.out).with_suffix(".md")
     atomic_write(notes, lambda temporary: temporary.write_text(text))
-    print(f"wrote {args.out} and {notes} ({len(table)} claims)")
+    short = notes.with_name(f"{notes.stem}_headlines.md")
+    atomic_write(short, lambda temporary: temporary.write_text(headlines(table)))
+    print(f"wrote {args.out}, {notes} and {short} ({len(table)} claims)")
     print(text, end="")
 
 
@@ -447,8 +449,9 @@ def _calibrate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     over = table[~table["meets_goal"]]
     text = (
         markdown_table(table)
-        + f"\n\n{len(table) - len(over)} of {len(table)} claim parts read 'reproduced' on at "
-        f"most {GOAL:.0%} of {args.permutations} null tables (seed {args.seed}).\n"
+        + f"\n\n{len(table) - len(over)} of {len(table)} claim parts (and claims, part "
+        f"'all') read 'reproduced' on at most {GOAL:.0%}, and 'not reproduced' on at most "
+        f"{GOAL:.0%}, of {args.permutations} tables at their boundary (seed {args.seed}).\n"
     )
     notes = Path(args.out).with_suffix(".md")
     by_claim = notes.with_name(f"{notes.stem}_by_claim.md")
@@ -468,15 +471,20 @@ def decidability_markdown(table: pd.DataFrame) -> str:
     headings = {
         "too_weak": "too weak to decide",
         "no_data": "no data yet",
-        "highest_fpr": "highest false-positive rate",
+        "highest_fpr": "highest false reproduced",
+        "highest_frr": "highest false not reproduced",
     }
-    shown = table.assign(highest_fpr=table["highest_fpr"].map(lambda v: f"{v:.1%}"))
+    shown = table.assign(
+        highest_fpr=table["highest_fpr"].map(lambda v: f"{v:.1%}"),
+        highest_frr=table["highest_frr"].map(lambda v: f"{v:.1%}"),
+    )
     return (
         markdown_table(shown.rename(columns=headings))
         + f"\n\nA part is decided when it reads reproduced or not reproduced; too weak to "
         f"decide when it reads not resolved and its rule reproduces on under {POWERFUL:.0%} "
         f"of tables resampled at the effect observed (its power): at this scale and noise, "
-        f"the rule would seldom reproduce the part even were the effect observed the truth."
+        f"the rule would seldom reproduce the part even were the effect observed the truth. "
+        f"The highest rates are of its parts and of the claim, on tables at their boundary."
         f"\n"
     )
 
@@ -628,14 +636,15 @@ def _trials(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         }
     print(markdown_table(trials_table(runs, trials)))
     print(
-        "\nPer tuned baseline (its study, workload and batch size): best_half, best_T, best_2T: "
-        "the expected fewest fresh examples to target among T/2, T and 2T trials drawn from "
-        "its trials pooled over its searches (a miss at its cap; 2T extrapolates from the "
-        "same pool); p_reached_half: the chance that T/2 trials hold one that reached the "
-        "target; gain_half = best_half - best_T, gain_double = best_T - best_2T; step: fresh "
-        "examples between located crossings; ratio_shift: the largest change, over the echo "
-        "conditions tuned beside it, of their expected best relative to the baseline's "
-        "between T/2, T and 2T trials. Rule: flattened when gain_half <= step"
+        "\nPer tuned baseline (its study, workload and batch size): best_half, best_T: the "
+        "expected fewest fresh examples to target among the first T/2 and T trials of a "
+        "search (each search's best of its trials 1..k, averaged over its searches; a trial "
+        "that missed at how far it ran, its cap or where it was censored); p_reached_half: "
+        "the share of searches whose first T/2 trials hold one that reached the target; "
+        "gain_half = best_half - best_T; step: fresh examples between located crossings; "
+        "ratio_shift: the largest change, over the echo conditions tuned beside it, of their "
+        "expected best relative to the baseline's between T/2 and T trials. Rule: flattened "
+        "when gain_half <= step"
     )
 
 

@@ -7,12 +7,14 @@ target with the fewest fresh examples (`best_of_searches`); the median and the m
 the searches, relative to the baseline's same statistic, are then what `analysis.time_to_target`
 computes over seeds, the searches taking the seeds' place.
 
-Beyond the paper, `expected_best_of_k` pools a condition's trials and gives the expected
-fewest fresh examples to target among k trials drawn from that pool (with replacement, exact
-order statistics of the empirical distribution, as Dodge et al., "Show Your Work", 2019, do
-for the best validation score): whether a gain survives a small tuning budget. A trial that
-did not reach the target within its cap counts at its cap (``final_fresh_examples``), so the
-expectation is of ``min(fresh examples to target, cap)``.
+Beyond the paper, `expected_best_curves` gives a condition's expected fewest fresh examples
+to target among its first k trials: each search's prefix minimum (the best of its trials
+1..k, in the order the search ran them) averaged over its searches, for k up to the trials
+every search has: whether a gain survives a small tuning budget. A trial that did not reach
+the target counts at how far it ran (``final_fresh_examples``: its cap, or where it was
+censored once it passed its search's best so far), so each prefix minimum is exactly
+``min(fresh examples to target, cap)`` of the search's first k trials, censored or not: a
+censored trial stopped above a value its own prefix already holds.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ __all__ = [
     "best_of_searches",
     "crossing_step",
     "expected_best_curves",
-    "expected_best_of_k",
     "study_cost",
 ]
 
@@ -82,8 +83,9 @@ def best_of_searches(
         The untuned rows, then one row per (condition, repetition) whose trials have all
         landed (a search still training is left out): the trial that reached the target with
         the fewest fresh
-        examples (ties: fewest steps), or, when none did, the search's first trial
-        (``reached`` false). Its ``seed`` is the repetition, its
+        examples (ties: fewest steps), or, when none did, the trial that ran the fewest fresh
+        examples (``reached`` false: the search's value lies above its
+        ``final_fresh_examples``). Its ``seed`` is the repetition, its
         ``hparams`` `SEARCHED` (``best_hparams`` keeps the winner's), ``lr`` the winner's;
         ``trials`` and ``trials_reached`` count the search's trials.
 
@@ -94,10 +96,15 @@ def best_of_searches(
     if not searched.any():
         return runs
     needed = [*CONDITION_KEY, "repetition", "trial", "reached", "fresh_examples_to_target"]
+    needed.append("final_fresh_examples")
     require_columns(runs, [*needed, "steps_to_target", "hparams"], "runs")
     tuned = runs[searched].copy()
-    tuned["_order"] = np.where(tuned["reached"].astype(bool), 0, 1)
-    tuned = tuned.sort_values(["_order", "fresh_examples_to_target", "steps_to_target", "trial"])
+    reached = tuned["reached"].astype(bool)
+    tuned["_order"] = np.where(reached, 0, 1)
+    # a search that missed entirely lies above the least of its trials' caps
+    tuned["_cap"] = np.where(reached, 0.0, tuned["final_fresh_examples"].astype(float))
+    keys = ["_order", "fresh_examples_to_target", "steps_to_target", "_cap", "trial"]
+    tuned = tuned.sort_values(keys)
     groups = tuned.groupby([*CONDITION_KEY, "repetition"], dropna=False, sort=False)
     best = groups.head(1).copy()
     counts = groups.agg(trials=("trial", "size"), trials_reached=("reached", "sum"))
@@ -119,68 +126,50 @@ def best_of_searches(
     best["best_hparams"] = best["hparams"]
     best["hparams"] = SEARCHED
     best["seed"] = best["repetition"].astype(int)
-    best = best.drop(columns="_order")
+    best = best.drop(columns=["_order", "_cap"])
     out = pd.concat([runs[~searched], best], ignore_index=True)
     return out.sort_values(["study", "workload"], kind="stable", ignore_index=True)
 
 
-def expected_best_of_k(values: np.ndarray | list[float], k: int | np.ndarray) -> np.ndarray:
-    """The expected minimum of ``k`` draws with replacement from ``values`` (exact).
-
-    With ``v_(1) <= ... <= v_(n)`` sorted, ``P(min = v_(i)) = ((n - i + 1)^k - (n - i)^k) /
-    n^k``.
-
-    Args:
-        values: The pool (finite numbers).
-        k: Draws, >= 1 (an int or an array of them).
-
-    Raises:
-        ValueError: An empty pool, a non-finite value, or k < 1.
-    """
-    pool = np.sort(np.asarray(values, dtype=float))
-    draws = np.atleast_1d(np.asarray(k))
-    if not len(pool) or not np.isfinite(pool).all():
-        raise ValueError(f"values must be a non-empty pool of finite numbers, got {values!r}")
-    if (draws < 1).any():
-        raise ValueError(f"k must be >= 1, got {k!r}")
-    n = len(pool)
-    above = (n - np.arange(n, dtype=float)) / n  # P(a draw >= v_(i)), i = 1..n
-    exponent = draws[:, None].astype(float)
-    p_min = above[None, :] ** exponent - np.append(above[1:], 0.0)[None, :] ** exponent
-    return p_min @ pool
-
-
 def expected_best_curves(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tuned condition: the expected fewest fresh examples to target among k trials.
+    """Per tuned condition: the expected fewest fresh examples to target among its first k
+    trials (each search's prefix minimum, averaged over its searches).
 
     Args:
         runs: The runs table (its tuned rows are used).
 
     Returns:
-        One row per (condition, k) for k = 1 .. the pool's size, with the condition's columns,
-        ``k``, ``pool`` (trials pooled over its searches), ``pool_reached``,
-        ``expected_best_fresh`` (unreached trials at their cap) and ``p_any_reached`` (the
-        chance that at least one of k trials reached the target), empty when nothing is
-        tuned.
+        One row per (condition, k) for k = 1 .. the fewest trials any of its searches has,
+        with the condition's columns, ``k``, ``searches``, ``trials`` and ``trials_reached``
+        (over its searches), ``expected_best_fresh`` (the mean over its searches of the best
+        of their first k trials, a trial that missed at how far it ran) and
+        ``p_any_reached`` (the share of its searches whose first k trials hold one that
+        reached the target); empty when nothing is tuned.
     """
     searched = _searched(runs)
-    columns = [*CONDITION_KEY, "k", "pool", "pool_reached", "expected_best_fresh", "p_any_reached"]
+    columns = [*CONDITION_KEY, "k", "searches", "trials", "trials_reached",
+               "expected_best_fresh", "p_any_reached"]  # fmt: skip
     if not searched.any():
         return pd.DataFrame(columns=columns)
-    require_columns(runs, ["final_fresh_examples", "reached"], "runs")
+    require_columns(runs, ["final_fresh_examples", "reached", "repetition"], "runs")
+    tuned = runs[searched].sort_values(["repetition", "trial"])
     rows = []
-    for key, group in runs[searched].groupby(CONDITION_KEY, dropna=False, sort=False):
+    for key, group in tuned.groupby(CONDITION_KEY, dropna=False, sort=False):
         reached = group["reached"].astype(bool).to_numpy()
         capped = np.where(
             reached, group["fresh_examples_to_target"], group["final_fresh_examples"]
         ).astype(float)
-        k = np.arange(1, len(group) + 1)
-        expected = expected_best_of_k(capped, k)
-        miss = 1 - reached.mean()
-        for draws, value in zip(k, expected, strict=True):
+        repetition = group["repetition"].to_numpy()
+        searches = [np.flatnonzero(repetition == r) for r in pd.unique(repetition)]
+        depth = min(len(trials) for trials in searches)
+        best = np.array([np.minimum.accumulate(capped[t][:depth]) for t in searches])
+        hit = np.array([np.logical_or.accumulate(reached[t][:depth]) for t in searches])
+        for k in range(1, depth + 1):
             row = dict(zip(CONDITION_KEY, key, strict=True))
-            row.update(k=int(draws), pool=len(group), pool_reached=int(reached.sum()))
-            row.update(expected_best_fresh=float(value), p_any_reached=1 - miss**draws)
+            row.update(k=k, searches=len(searches), trials=len(group))
+            row.update(trials_reached=int(reached.sum()))
+            row.update(expected_best_fresh=float(best[:, k - 1].mean()))
+            row.update(p_any_reached=float(hit[:, k - 1].mean()))
             rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 

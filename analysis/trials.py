@@ -1,23 +1,25 @@
 """Whether a study's searches have enough trials: its tuned baselines' expected best of k.
 
 The protocol's goal for T, the trials per search: the baseline's expected fewest fresh
-examples to target among k trials (`analysis.protocol.expected_best_curves`, pooled over its
-searches, a trial that missed the target counted at its cap) has flattened by k = T, that is,
-it gains no more from T/2 to T trials than the study can resolve (the crossing's step,
-`analysis.protocol.crossing_step`). Per tuned baseline (a study, workload and batch size),
-`trials_table` gives:
+examples to target among its first k trials (`analysis.protocol.expected_best_curves`: each
+search's best of its trials 1..k, averaged over its searches, a trial that missed the target
+counted at how far it ran) has flattened by k = T, that is, it gains no more from T/2 to T
+trials than the study can resolve (the crossing's step, `analysis.protocol.crossing_step`).
+The curves are the searches' own prefixes, so they are exact under incumbent censoring and
+stop at the trials the searches ran: nothing past T is extrapolated. Per tuned baseline (a
+study, workload and batch size), `trials_table` gives:
 
 * ``T``: the trials per search (the config's plan, else the most any search landed);
-* ``pool``, ``pool_reached``: the trials pooled over its searches, and how many reached the
-  target;
-* ``best_half``, ``best_T``, ``best_2T``: the expected best of T/2, T and 2T trials (2T is
-  drawn from the same pool: an extrapolation that the pool's own best bounds; NaN past the
-  pool's size);
-* ``p_reached_half``: the chance that T/2 trials hold one that reached the target;
-* ``gain_half``: ``best_half - best_T``; ``gain_double``: ``best_T - best_2T``;
+* ``searches``, ``trials``, ``trials_reached``: its searches, their trials, and how many
+  reached the target;
+* ``best_half``, ``best_T``: the expected best of the first T/2 and T trials (NaN where the
+  searches have not run that many);
+* ``p_reached_half``: the share of its searches whose first T/2 trials hold one that reached
+  the target;
+* ``gain_half``: ``best_half - best_T``;
 * ``step``: fresh examples between two located crossings;
 * ``ratio_shift``: over the tuned echo conditions that share the baseline, the largest change
-  of their expected best relative to the baseline's between k = T/2, T and 2T: how far the
+  of their expected best relative to the baseline's between k = T/2 and T: how far the
   ratios the claims rest on move with the tuning budget (NaN without such a condition);
 * ``verdict``: `FLATTENED` when ``gain_half <= step``, else how many steps it gains.
 """
@@ -39,13 +41,15 @@ FLATTENED = "flattened"
 """The verdict of a baseline whose expected best gains at most one step from T/2 to T."""
 
 TRIALS_COLUMNS = [
-    "study", "workload", "batch_size", "T", "pool", "pool_reached", "best_half", "best_T",
-    "best_2T", "p_reached_half", "gain_half", "gain_double", "step", "ratio_shift", "verdict",
+    "study", "workload", "batch_size", "T", "searches", "trials", "trials_reached", "best_half",
+    "best_T", "p_reached_half", "gain_half", "step", "ratio_shift", "verdict",
 ]  # fmt: skip
 """Columns of `trials_table`."""
 
 
 def _verdict(gain_half: float, step: float) -> str:
+    if np.isnan(gain_half):
+        return "not yet: the searches have not run T trials"
     if gain_half <= step:
         return FLATTENED
     return f"not flattened: T/2 -> T gains {gain_half / step:.1f} steps"
@@ -85,7 +89,7 @@ def trials_table(
     for key, base in curves[is_baseline].groupby(BASELINE_KEY, dropna=False, sort=True):
         at = dict(zip(BASELINE_KEY, key, strict=True))
         t = int(planned[(at["study"], at["workload"])])
-        ks = (max(1, t // 2), t, 2 * t)
+        ks = (max(1, t // 2), t)
         best = base.set_index("k")["expected_best_fresh"].reindex(ks)
         reached = base.set_index("k")["p_any_reached"]
         step = crossing_step(runs[_matches(runs, at) & (runs["echo_point"] == "none")])
@@ -96,14 +100,13 @@ def trials_table(
                 "workload": at["workload"],
                 "batch_size": at["batch_size"],
                 "T": t,
-                "pool": int(base["pool"].iloc[0]),
-                "pool_reached": int(base["pool_reached"].iloc[0]),
+                "searches": int(base["searches"].iloc[0]),
+                "trials": int(base["trials"].iloc[0]),
+                "trials_reached": int(base["trials_reached"].iloc[0]),
                 "best_half": float(best[ks[0]]),
                 "best_T": float(best[ks[1]]),
-                "best_2T": float(best[ks[2]]),
                 "p_reached_half": float(reached.get(ks[0], np.nan)),
                 "gain_half": gain_half,
-                "gain_double": float(best[ks[1]] - best[ks[2]]),
                 "step": step,
                 "ratio_shift": _ratio_shift(curves[~is_baseline & _matches(curves, at)], best),
                 "verdict": _verdict(gain_half, step),

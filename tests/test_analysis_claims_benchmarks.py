@@ -14,7 +14,7 @@ import pytest
 
 from analysis import cli
 from analysis.calibration import GOAL, calibrate
-from analysis.claims import NO_DATA, NOT_REPRODUCED, REPRODUCED, claims_table
+from analysis.claims import NO_DATA, NOT_REPRODUCED, NOT_RESOLVED, REPRODUCED, claims_table
 from analysis.claims.benchmark import by_repeat, permute_repeats, resample_repeats
 from analysis.records import RUN_COLUMNS
 from benchmarks.common import join_repeats
@@ -66,7 +66,7 @@ def test_sharing_that_doubles_throughput_and_halves_cpu_is_reproduced_at_n_2_onl
     throughput, cost = table.loc["throughput_increase"], table.loc["cost_saving"]
     assert throughput["verdict"] == cost["verdict"] == REPRODUCED
     assert "cpu N=2" in throughput["ours"] and "N=1" not in throughput["ours"]
-    assert "5 of 5 pairs for" in throughput["ours"]
+    assert "5 for, 0 against, 0 tied" in throughput["ours"]
     assert "1.60x" in throughput["ours"] or "1.6" in throughput["ours"]
     assert "up to 2x lies above our interval" in throughput["ours"]
     assert "0.5x lies inside our interval" in cost["ours"]
@@ -101,7 +101,10 @@ def test_echoing_that_keeps_the_from_memory_rate_compensates_and_one_that_loses_
     assert "R=4 batch_echo e=4" in kept["ours"] and "R=4 echo_on_stall e=8" in kept["ours"]
     assert "e=1" not in kept["ours"]  # echoing less than R times cannot compensate
     lost = _claims(echo_speedup=_speedup(0.67)).loc["upstream_slowdown_compensated"]
-    assert lost["verdict"] == NOT_REPRODUCED
+    refuted = lost["ours"].count(f": {NOT_REPRODUCED}")
+    assert refuted > 1 and refuted == lost["ours"].count(" e=")  # every part
+    # each part refuted at p 1/32, above 0.05 over its parts: 5 rounds cannot refute the claim
+    assert lost["verdict"] == NOT_RESOLVED
 
 
 def test_the_null_shuffles_each_repeat_among_the_cases_and_the_resample_keeps_pairs():
@@ -131,6 +134,7 @@ def test_the_benchmark_claims_meet_the_goal_under_their_nulls_and_have_power():
     assert set(mine["claim"]) == {"throughput_increase", "cost_saving",
                                   "upstream_slowdown_compensated"}  # fmt: skip
     assert (mine["false_positive_rate"] <= GOAL).all(), mine
+    assert (mine["false_refutation_rate"] <= GOAL).all(), mine
     assert (mine[mine["part"] != "all"]["power"] > 0.5).all(), mine
 
 

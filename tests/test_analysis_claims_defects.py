@@ -60,7 +60,7 @@ def test_1_a_strict_claim_is_not_refuted_by_medians_alone(tmp_path):
     echo = [[1900] * 3, [1960] * 3, [1800] * 3, [2050] * 3, [3000] * 3]
     runs = searched_runs(tmp_path, {("none", 1.0): BASELINE, ("before_augment", 2.0): echo})
     table = claims_table(runs)
-    assert "4 of 5 pairs for" in ours(table, "claim_fewer_fresh_at_e2")
+    assert "4 for, 1 against, 0 tied" in ours(table, "claim_fewer_fresh_at_e2")
     assert verdict(table, "claim_fewer_fresh_at_e2") == NOT_RESOLVED
 
 
@@ -141,17 +141,22 @@ def test_3_the_lm1b_best_factor_is_tested(tmp_path):
     assert "lowest median at e=8" in ours(table, "claim_lm1b_best_factor_4_to_8")
 
 
-def test_4_every_step_of_the_shuffle_buffer_sweep_is_tested(tmp_path):
-    """The old rule compared only the extremes: buffer 128 worse than none went unseen."""
+@pytest.mark.parametrize(("seeds", "whole"), [(5, NOT_RESOLVED), (6, NOT_REPRODUCED)])
+def test_4_every_step_of_the_shuffle_buffer_sweep_is_tested(tmp_path, seeds, whole):
+    """The old rule compared only the extremes: buffer 128 worse than none went unseen. The
+    step that goes the wrong way reads "not reproduced"; it refutes the claim of 2 parts at
+    0.05 / 2, which 5 seeds (p 1/32) cannot and 6 (p 1/64) can."""
     sweep = {
-        ("after_augment", 2.0, 0): [3000, 3200, 3000, 3400, 3000],
-        ("after_augment", 2.0, 128): [3600, 3600, 3800, 3800, 3600],
-        ("after_augment", 2.0, 1024): [2000, 2200, 2000, 2400, 2000],
+        ("after_augment", 2.0, 0): [3000, 3200, 3000, 3400, 3000, 3200],
+        ("after_augment", 2.0, 128): [3600, 3600, 3800, 3800, 3600, 3800],
+        ("after_augment", 2.0, 1024): [2000, 2200, 2000, 2400, 2000, 2200],
     }
+    sweep = {key: values[:seeds] for key, values in sweep.items()}
     table = claims_table(seeded_runs(tmp_path, "shuffle_buffer", sweep))
-    assert verdict(table, "claim_shuffle_buffer_helps") == NOT_REPRODUCED
+    assert verdict(table, "claim_shuffle_buffer_helps") == whole
     text = ours(table, "claim_shuffle_buffer_helps")
     assert "buffer 128 < 0" in text and "buffer 1024 < 128" in text
+    assert f"{seeds} against, 0 tied" in text and text.endswith(REPRODUCED)
 
 
 def test_5_unreached_runs_count_and_every_range_says_how_many_reached(tmp_path):
@@ -162,7 +167,7 @@ def test_5_unreached_runs_count_and_every_range_says_how_many_reached(tmp_path):
     }
     table = claims_table(seeded_runs(tmp_path, "shuffle_buffer", sweep))
     text = ours(table, "claim_shuffle_buffer_helps")
-    assert "reached 2/5 vs 5/5" in text and "2 of 5 pairs for" in text
+    assert "reached 2/5 vs 5/5" in text and "2 for, 3 against" in text
     assert verdict(table, "claim_shuffle_buffer_helps") == NOT_RESOLVED
 
 

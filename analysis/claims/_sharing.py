@@ -56,7 +56,8 @@ def decide(
             parts.append(Part(name, NO_DATA, "no repeats kept: rerun the benchmark"))
             continue
         found, text = judge(ours, own)
-        parts.append(Part(name, found.verdict, text))
+        number = text.split(", reached")[0]  # the ratio and its interval
+        parts.append(Part(name, found.verdict, text, found.p_against, number))
     return parts
 
 

@@ -68,8 +68,9 @@ def relative(x: np.ndarray, y: np.ndarray, factor: float) -> Comparison:
     Args:
         x: One value per repeat of the case the claim is about.
         y: The same repeats of the case it is compared with.
-        factor: Below 1, a claim that ``x`` is lower by more than ``1 - factor``; above 1,
-            that it is higher by at most ``factor - 1``.
+        factor: Below 1, a claim that ``x`` is lower, a repeat within ``factor`` of "no
+            difference" either way (``x / y`` between ``factor`` and ``1 / factor``) a tie;
+            above 1, that it is higher by at most ``factor - 1``.
 
     Returns:
         The `Comparison` (no pairs: `NO_DATA`).
@@ -77,8 +78,14 @@ def relative(x: np.ndarray, y: np.ndarray, factor: float) -> Comparison:
     Raises:
         ValueError: ``x`` and ``y`` hold different numbers of repeats.
     """
-    found = compare(x, np.asarray(y, dtype=float) * factor)
-    return dataclasses.replace(found, ratios=tuple(sorted(r * factor for r in found.ratios)))
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if factor < 1:  # on the log scale: "no difference" is 0, the tie band |log(x / y)| <= -log f
+        with np.errstate(divide="ignore"):
+            found = compare(np.log(a), np.log(b), 0.0, tie=-math.log(factor))
+    else:
+        found = compare(a, b * factor)
+    both = np.isfinite(a) & np.isfinite(b) & (b != 0)
+    return dataclasses.replace(found, ratios=tuple(sorted((a[both] / b[both]).tolist())))
 
 
 def place(found: Comparison, value: float, invert: bool = False) -> str:

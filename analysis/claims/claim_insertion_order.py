@@ -47,8 +47,9 @@ def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
                 f"{workload} {better} <= {worse}",
                 found.verdict,
                 f"{better} / baseline {shown[0].summary()}; {worse} / baseline "
-                f"{shown[1].summary()}; {better} at most {worse}: {found.favour} of "
-                f"{found.pairs} pairs (p {found.p_for:.3f})",
+                f"{shown[1].summary()}; {better} at most {worse}: {found.tally()}",
+                found.p_against,
+                f"{better} / {worse} {found.headline()}",
             ))  # fmt: skip
     return parts
 
@@ -58,8 +59,8 @@ CLAIM = Claim(
     statement="Echoing before augmentation needs at most as many fresh examples as after "
     "augmentation, which needs at most as many as batch echoing",
     studies=("insertion",),
-    rule="per workload and adjacent points: x < y + resolution, paired sign test (searches "
-    "or seeds)",
+    rule="per workload and adjacent points: x < y + resolution, paired sign test both ways "
+    "(searches or seeds)",
     decide=decide,
     order=30,
     boundary=boundary,

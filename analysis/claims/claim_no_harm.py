@@ -47,11 +47,15 @@ def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
             few = found.pairs < MIN_PAIRS
             text = (
                 f"best {metric} {echo['best_metric'].median():.3f} vs baseline "
-                f"{base['best_metric'].median():.3f}; {found.favour} of {found.pairs} pairs "
-                f"within {margin:.3f} or better (p {found.p_for:.3f})"
-                + (f"; {found.pairs} pairs cannot reproduce at {ALPHA:g}" if few else "")
+                f"{base['best_metric'].median():.3f}; within {margin:.3f} or better: "
+                f"{found.tally()}"
+                + (f"; {found.pairs} untied pairs cannot decide at {ALPHA:g}" if few else "")
             )
-            parts.append(Part(f"{workload} {point}", found.verdict, text))
+            number = (
+                f"best {metric} {echo['best_metric'].median():.3f} vs "
+                f"{base['best_metric'].median():.3f}"
+            )
+            parts.append(Part(f"{workload} {point}", found.verdict, text, found.p_against, number))
     return parts
 
 
@@ -60,7 +64,7 @@ CLAIM = Claim(
     statement="Echoing does not harm the best quality reached within a budget of fresh examples",
     studies=("no_harm",),
     rule=f"per point: echo's best < baseline's + {TOLERANCE:.0%} of the target (worse-is-higher), "
-    "paired sign test over seeds",
+    "paired sign test both ways over seeds",
     decide=decide,
     order=80,
     boundary=boundary,

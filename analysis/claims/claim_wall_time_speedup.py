@@ -30,12 +30,12 @@ def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
     parts = []
     for workload in study.workloads():
         base = study.baseline(workload)
-        wall = study.values(base, "wall_s_to_target")
+        wall = study.bounds(base, "wall_s_to_target")
         r = float(base["R"].median()) if len(base) else float("nan")
         rows = study.select(workload)
         echoes = rows[rows["echo_point"] != "none"].groupby(["echo_point", "echo_factor"])
         for (point, factor), echo in echoes:
-            mine = study.values(echo, "wall_s_to_target")
+            mine = study.bounds(echo, "wall_s_to_target")
             found = study.compare(mine, wall, 0.0)
             text = f"speed-up {found.describe(unit='x', invert=True)}, R {r:.1f}"
             if point == PAPER_POINT and float(factor) == PAPER_FACTOR:
@@ -47,7 +47,9 @@ def decide(runs: pd.DataFrame, plan: Plan) -> list[Part]:
                     if holds is not None
                     else ""
                 )
-            parts.append(Part(f"{workload} {point} e={factor:g}", found.verdict, text))
+            name = f"{workload} {point} e={factor:g}"
+            number = f"speed-up {found.headline(unit='x', invert=True)}"
+            parts.append(Part(name, found.verdict, text, found.p_against, number))
     return parts
 
 
@@ -57,8 +59,9 @@ CLAIM = Claim(
     "target in less wall time",
     studies=("wall_time",),
     rule="per insertion point and factor: echo's wall time < the baseline's, paired sign test "
-    "over seeds; the paper's 3.25x at e = 5 before augmentation against our interval",
+    "both ways over seeds; the paper's 3.25x at e = 5 before augmentation against our interval",
     decide=decide,
     order=90,
     also=("wall_time_speedup", "upstream_to_downstream_ratio"),
+    headline=f"imagenet_resnet {PAPER_POINT} e={PAPER_FACTOR:g}",
 )

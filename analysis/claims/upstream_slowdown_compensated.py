@@ -49,7 +49,8 @@ def decide(table: pd.DataFrame, plan: Plan) -> list[Part]:
             continue
         found = relative(seconds_per(echo), seconds_per(memory), 1 / KEPT)
         text = f"steps/s over the from-memory loop's {found.describe(unit='x', invert=True)}"
-        parts.append(Part(name, found.verdict, text))
+        number = text.split(", reached")[0]  # the ratio and its interval
+        parts.append(Part(name, found.verdict, text, found.p_against, number))
     return parts
 
 

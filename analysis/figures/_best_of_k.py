@@ -26,14 +26,14 @@ BEST_OF_K_COLUMNS = (*BASELINE_KEY, "echo_point", "echo_factor", "trial", "final
 """Columns of the runs table the figures need."""
 
 BEST_OF_K_CAPTION = (
-    "For each tuned condition, the expected fewest fresh examples to target among k trials "
-    "drawn from its pooled trials (all its searches; exact order statistics, draws with "
-    "replacement, as Dodge et al. 2019 do for the best validation score), divided by the "
-    "baseline's expected best at the same k: below 1, echoing needs fewer fresh examples "
-    "even when both are tuned with only k trials. A trial that missed the target within "
-    "its cap counts at its cap, so a ratio drawn where the baseline's pool has misses is "
-    "an estimate at capped values. Solid where every k trials reach the target with "
-    "probability >= 0.95 in both pools, dotted elsewhere."
+    "For each tuned condition, the expected fewest fresh examples to target among its first "
+    "k trials (each search's best of its trials 1..k, in the order it ran them, averaged "
+    "over its searches: exact under incumbent censoring), divided by the baseline's at the "
+    "same k: below 1, echoing needs fewer fresh examples even when both are tuned with only "
+    "k trials. A trial that missed the target counts at how far it ran, so a ratio drawn "
+    "where a baseline search has not yet reached is an estimate at capped values. Solid "
+    "where at least 95% of both conditions' searches have reached the target by k, dotted "
+    "elsewhere."
 )
 """The caption both figures open with."""
 

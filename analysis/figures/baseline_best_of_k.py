@@ -20,15 +20,15 @@ __all__ = ["baseline_best_of_k"]
     inputs={"runs": (*BEST_OF_K_COLUMNS, "refine_every_fresh")},
     study="insertion",
     caption="For each workload's tuned baseline, the expected fewest fresh examples to target "
-    "among k trials drawn from its trials pooled over its searches (exact order statistics, "
-    "draws with replacement; a trial that missed the target counts at its cap). The dashed "
-    "lines mark T/2 and T, T the trials per search; the band spans one crossing step above "
-    "the expected best of T trials. The curve has flattened by T (the protocol's goal for T) "
-    "when its value at T/2 lies inside the band. Past T the draws come from the same pool, "
-    "whose own best bounds them.",
+    "among its first k trials (each search's best of its trials 1..k, averaged over its "
+    "searches; a trial that missed the target counts at how far it ran). The dashed lines "
+    "mark T/2 and T, T the trials per search; the band spans one crossing step above the "
+    "expected best of T trials. The curve has flattened by T (the protocol's goal for T) "
+    "when its value at T/2 lies inside the band. The curve ends at the trials the searches "
+    "ran: nothing past T is extrapolated.",
 )
 def baseline_best_of_k(sheet: Sheet) -> Figure:
-    """The baseline's expected fewest fresh examples to target among k tuned trials, per
+    """The baseline's expected fewest fresh examples to target among its first k trials, per
     workload, with T/2, T and one crossing step marked (tuned studies only).
 
     Args:
