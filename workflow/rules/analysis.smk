@@ -41,6 +41,7 @@ rule claims:
     output:
         csv=f"{OUT}/claims.csv",
         md=f"{OUT}/claims.md",
+        headlines=f"{OUT}/claims_headlines.md",
     log:
         f"{OUT}/logs/claims.log",
     params:
