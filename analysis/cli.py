@@ -16,6 +16,7 @@
     python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis trials --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis readme README.md
+    python -m analysis advice --runs results/protocol/runs.csv --out echo/evidence.json
     python -m analysis compare results .test-slurm/results
     python -m analysis verify --cheapest 3 --out results/verify.csv
     python -m analysis verify --configfile config/protocol.yaml --random 5 --seed 1 \
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import advice
 from analysis._io import atomic_write, require_columns
 from analysis.compare import compare_record_dirs
 from analysis.records import aggregate, read_runs, write_tables
@@ -274,6 +276,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )  # fmt: skip
     verify.add_argument("--out", required=True, help="CSV to write, one row per record")
     return parser, {
+        "advice": advice.add_command(commands),
         "aggregate": build,
         "figure": figure,
         "summary": summary,
@@ -509,11 +512,12 @@ def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.cost import censoring_estimates, censoring_line
     from analysis.protocol import CONDITION, PART, study_cost
 
     runs = None if args.runs is None else read_runs(_existing(parser, "--runs", args.runs))
     by = CONDITION if args.by == "condition" else PART
-    planned, unique = None, None
+    planned, unique, censoring = None, None, None
     if args.configfile:
         from experiments.study import load_config, plan
 
@@ -529,11 +533,16 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 row.update(shuffle_buffer=spec.shuffle_buffer)
                 # as the runs table has it (resolved), so that the prior's conditions match
                 row["batch_size"] = spec.batch_size or _default_batch(spec.workload, spec.scale)
+                row.update(repetition=spec.repetition, trial=spec.trial)
+                row["censored"] = studies.runs[path].options.censor is not None
                 rows.append(row)
         planned = pd.DataFrame(rows)
         unique = len(studies.runs)
         if runs is None:  # the records landed so far, read as aggregate would
             runs, _ = aggregate(studies.landed())
+        if runs is not None and len(runs):
+            censoring = censoring_estimates(planned, runs)
+            planned["expected_s"] = censoring["censored"]
     elif args.by == "condition" or runs is None:
         parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
     prior = None
@@ -556,13 +565,17 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if unique is not None:
         left = (table["estimate_s"] - table["landed_s"].fillna(0)).sum()
         print(remaining_line(unique, len(once), left))
+    if censoring is not None:
+        print(censoring_line(censoring, planned, runs))
     if args.budget_core_hours is not None:
         once_each = planned.drop_duplicates("record") if planned is not None else None
-        total = study_cost(runs, once_each, prior)["estimate_s"].sum() / 3600
-        fits = "within" if total <= args.budget_core_hours else "OVER"
+        whole = study_cost(runs, once_each, prior)
+        total = whole["estimate_s"].sum() / 3600
+        left = total - whole["landed_s"].fillna(0).sum() / 3600
+        fits = "within" if left <= args.budget_core_hours else "OVER"
         print(
-            f"estimate {total:.1f} core-hours for the whole study: {fits} the budget of "
-            f"{args.budget_core_hours:g} core-hours"
+            f"estimate {left:.1f} core-hours still to train (the whole study: {total:.1f}): "
+            f"{fits} the budget of {args.budget_core_hours:g} core-hours"
         )
 
 
@@ -687,6 +700,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser, commands = _parser()
     args = parser.parse_args(argv)
     command = {
+        "advice": advice.run,
         "aggregate": _aggregate,
         "figure": _figure,
         "summary": _summary,

@@ -210,7 +210,9 @@ def study_cost(
             estimate before the study starts).
         planned: Optional rows ``study, record``, ``workload`` and the condition columns
             (`CONDITION`) present: every run the config plans (``experiments.study.plan``),
-            landed or not. Default None: the landed runs are the plan.
+            landed or not; an ``expected_s`` column, where not NaN, is a run's estimate
+            when it has not landed (`analysis.cost.expected_costs`). Default None: the
+            landed runs are the plan.
         prior: Optional runs table of another study (e.g. an earlier protocol's, or the
             default study's) whose runs stand in for the cost of those not landed yet.
         by: The grouping columns. Default `PART`; `CONDITION` gives one row per condition.
@@ -220,7 +222,8 @@ def study_cost(
         ``reached`` the target, ``mean_s`` (mean seconds per landed run: the record's
         ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
         sum), ``estimate_s`` (the whole group on one core: ``landed_s`` plus, for each run not
-        landed, the mean of the first of these that has runs: its condition's landed runs,
+        landed, its ``expected_s``, else the mean of the first of these that has runs: its
+        condition's landed runs,
         its condition in ``prior``, its workload's landed runs, its workload in ``prior``, all
         landed runs, all of ``prior``) and ``eval_share`` (evaluation over training seconds).
 
@@ -244,6 +247,8 @@ def study_cost(
         table = table.drop(columns="workload_run")
     landed = table["total_s"].notna()
     expected = table["total_s"].astype(float)
+    if "expected_s" in table:  # the plan's own estimate (`analysis.cost`: censored trials)
+        expected = expected.fillna(table["expected_s"].astype(float))
     sources = [runs.drop_duplicates("record")]
     if prior is not None and len(prior):
         sources.append(prior.drop_duplicates("record"))

@@ -17,6 +17,9 @@ for each other after their warm-up steps, then time ``--steps`` steps. Per-proce
 their sum (aggregate), and the CPU cores busy over the timed window (every process of the
 trial, read from /proc) are reported, with the aggregate relative to ``own`` at the same N
 (``--consumers``, the trainers: the `sharing.Producer`'s consumers; the CSV's ``trainers``).
+The exit status is 1 when any trial's trainers did not all finish their ``--steps`` (a trainer
+that crashed or hung, CUDA IPC that failed): its row is still written, with
+``trainers_finished`` below ``trainers``.
 
     python -m benchmarks.gpu_sharing --device cuda --out benchmarks/results/gpu_sharing.csv
 """
@@ -29,6 +32,7 @@ import itertools
 import multiprocessing as mp
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -54,6 +58,7 @@ __all__ = [
     "shared_producer",
     "shared_trainer",
     "trial",
+    "unfinished",
     "with_ratios",
 ]
 
@@ -311,7 +316,24 @@ def goal_line(rows: list[dict]) -> str:
     return f"goal (N={trainers} shared >= {factor}x own): {verdict}, measured {ratio:.2f}x"
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def unfinished(rows: list[dict]) -> list[str]:
+    """The trials whose trainers did not all finish their steps, in words.
+
+    Args:
+        rows (list[dict]): `run_trial`'s rows.
+
+    Returns:
+        list[str]: One ``shared N=2: 1 of 2 trainers finished`` per such trial, in order.
+    """
+    return [
+        f"{r['mode']} N={r['trainers']}: {r['trainers_finished']} of {r['trainers']} trainers "
+        "finished"
+        for r in rows
+        if r["trainers_finished"] != r["trainers"]
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.gpu_sharing --out CSV [options]``: every (N, mode) trial, the CSV
     written after each; ``--help`` lists the options and their defaults.
 
@@ -319,7 +341,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         argv (list[str] | None): The arguments. Default: the command line's.
 
     Returns:
-        list[dict]: One row per trial, as written.
+        int: The exit status: 0 when every trial's trainers all finished their steps, 1 when
+        any did not (`unfinished`, printed), so a failed trial cannot pass for a measurement.
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
@@ -378,8 +401,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     print(goal_line(rows))
     print(f"wrote {args.out}")
-    return rows
+    failed = unfinished(rows)
+    for line in failed:
+        print(f"gpu_sharing: FAILED: {line} within --trial-timeout {args.trial_timeout:g} s")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -123,11 +123,13 @@ def write_c4(root: Path, documents: int) -> None:
 
 
 WRITERS: dict[str, Callable[[Path, int], None]] = {
-    "cifar10_resnet": write_cifar10,
+    "imagenet_resnet": write_imagenet,
+    "coco_ssd": write_coco,
     "lm1b_transformer": write_lm1b,
     "common_crawl_transformer": write_c4,
-    "coco_ssd": write_coco,
-    "imagenet_resnet": write_imagenet,
+    "cifar10_resnet": write_cifar10,
 }
 """Workload name -> ``writer(root, examples)``: that workload's data, generated under ``root``.
-Quickest to train first, so a run cut short by a time limit still covers most."""
+Most important on a GPU first, so a run cut short by a time limit loses the least: ResNet-50
+(the largest model and step, the one a GPU is for), SSD300, the two Transformers, then
+ResNet-32 (small enough for a CPU)."""

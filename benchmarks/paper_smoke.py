@@ -5,7 +5,9 @@ threads, loader workers) unless overridden; records steps/s and peak device memo
 
 Each run evaluates before its first step and after its last (on generated data, so the metric
 means nothing); steps/s counts training only. Data is written to a temporary folder, removed
-afterwards.
+afterwards. Workloads run in `benchmarks.paper_data.WRITERS`' order (most important first); one
+that fails is reported with its traceback and the others still run, and the exit status is 1
+if any failed.
 
     python -m benchmarks.paper_smoke --out benchmarks/results/paper_smoke.csv
 """
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -81,7 +85,7 @@ def smoke_row(workload: str, root: Path, args: argparse.Namespace) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> int:
     """Command line: for each workload, generate its data in a temporary folder and train it
     (`smoke_row`); write the CSV after each workload, then print the table.
 
@@ -89,13 +93,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         argv: Command-line arguments (``--help`` lists them). Default None: ``sys.argv[1:]``.
 
     Returns:
-        The rows written, one per workload.
+        The exit status: 0 when every workload ran, 1 when any raised (each named, with its
+        traceback; the CSV holds the rows of those that ran).
     """
     train = yaml.safe_load(PAPER_CONFIG.read_text())["train"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="CSV file to write")
     parser.add_argument(
-        "--workloads", nargs="+", default=list(WRITERS), choices=list(WRITERS), help="(all five)"
+        "--workloads",
+        nargs="+",
+        default=list(WRITERS),
+        choices=list(WRITERS),
+        help="(all five, most important first)",
     )
     parser.add_argument("--steps", type=int, default=200, help="training steps each (200)")
     parser.add_argument("--device", default=train["device"], help="(config/paper.yaml's)")
@@ -114,11 +123,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help='per-workload overrides as JSON, e.g. \'{"imagenet_resnet": {"image_size": 64}}\'',
     )
     args = parser.parse_args(argv)
-    rows = []
+    rows, failed = [], []
     for workload in args.workloads:
-        with tempfile.TemporaryDirectory(prefix=f"paper-{workload}-") as root:
-            WRITERS[workload](Path(root), max(10, round(EXAMPLES[workload] * args.examples)))
-            row = smoke_row(workload, Path(root), args)
+        try:
+            with tempfile.TemporaryDirectory(prefix=f"paper-{workload}-") as root:
+                WRITERS[workload](Path(root), max(10, round(EXAMPLES[workload] * args.examples)))
+                row = smoke_row(workload, Path(root), args)
+        except Exception as error:  # one workload's failure must not cost the others' rows
+            traceback.print_exc()
+            print(f"{workload:<25} FAILED: {type(error).__name__}: {error}", flush=True)
+            failed.append(workload)
+            continue
         rows.append(row)
         write_csv(rows, args.out)  # after each workload: a run cut short keeps what it measured
         memory = row["peak_memory_gib"]
@@ -127,14 +142,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"peak memory {'-' if memory is None else f'{memory:.1f} GiB'}",
             flush=True,
         )
-    print()
-    print_table(
-        rows,
-        ["workload", "model", "batch_size", "steps", "steps_per_s", "peak_memory_gib", "eval_s"],
-    )
-    print(f"wrote {args.out}")
-    return rows
+    if rows:
+        print()
+        columns = ["workload", "model", "batch_size", "steps", "steps_per_s", "peak_memory_gib"]
+        print_table(rows, [*columns, "eval_s"])
+        print(f"wrote {args.out}")
+    if failed:
+        print(f"paper_smoke: FAILED: {', '.join(failed)}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

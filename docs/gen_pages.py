@@ -29,7 +29,7 @@ from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 API_PACKAGES = ("echo", "sharing", "run_contract", "experiments", "analysis")
-COMMAND_PACKAGES = ("experiments", "analysis", "sharing", "benchmarks")
+COMMAND_PACKAGES = ("echo", "experiments", "analysis", "sharing", "benchmarks")
 FIGURES = {"assets/figures": "paper_figures", "assets/benchmarks": "benchmarks/reference"}
 """Site folder -> the project folder whose PNGs it shows."""
 HELP_COLUMNS = "100"

@@ -8,9 +8,12 @@ The package root is framework-free. Front ends:
   `echo.torch.nodes.EchoNode` for ``torchdata.nodes`` (imports torchdata).
 * `echo.tfdata`: ``dataset.apply(echo(factor, shuffle_buffer=...))`` (imports TensorFlow).
 
-`echo.state` is the one resume contract every stateful stage speaks.
+`echo.state` is the one resume contract every stateful stage speaks. `advise` (and ``python -m
+echo advise``) measures a job's loader and step and advises an echo setting from the protocol
+study's evidence (`echo.advisor`).
 """
 
+from echo.advisor import advise
 from echo.core import EchoCounts, check_factor, check_shuffle_buffer, echo_items
 from echo.points import ECHO_POINTS, EchoPoint
 
@@ -18,6 +21,7 @@ __all__ = [
     "ECHO_POINTS",
     "EchoCounts",
     "EchoPoint",
+    "advise",
     "check_factor",
     "check_shuffle_buffer",
     "echo_items",

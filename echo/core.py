@@ -11,6 +11,7 @@ One definition shared by every front end (`echo.torch`, the tf.data version mirr
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -20,11 +21,13 @@ from typing import TypeVar
 __all__ = [
     "MAX_FACTOR",
     "EchoCounts",
+    "augment_takes_rng",
     "check_factor",
     "check_int",
     "check_seed",
     "check_shuffle_buffer",
     "echo_items",
+    "echoed_count",
     "resolve_seed",
     "stage_rng",
 ]
@@ -103,6 +106,48 @@ def resolve_seed(seed: object, name: str = "seed") -> int:
     return check_seed(seed, name)
 
 
+def augment_takes_rng(augment: object) -> bool:
+    """Whether ``augment`` is called ``augment(example, rng)`` (True) or ``augment(example)``.
+
+    Told apart by its signature: one that takes a single positional argument, or only
+    ``*args`` (torchvision v2's ``forward(*inputs)``, which would treat ``rng`` as a second
+    input), takes the example alone. An object with a ``forward`` method (a torch module,
+    e.g. a torchvision transform) is judged by ``forward``; a callable without a readable
+    signature is taken to follow ``(example, rng)``.
+
+    Args:
+        augment: The augmentation.
+
+    Raises:
+        ValueError: ``augment`` is not callable, or takes neither ``(example, rng)`` nor
+            ``(example)``.
+    """
+    if not callable(augment):
+        raise ValueError(
+            "augment must be a callable augment(example, rng) or augment(example), "
+            f"got {type(augment).__name__} {augment!r:.80}"
+        )
+    forward = getattr(augment, "forward", None)
+    target = forward if callable(forward) and not inspect.isroutine(augment) else augment
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: trust the contract
+        return True
+    kinds = [parameter.kind for parameter in signature.parameters.values()]
+    if kinds and all(kind is inspect.Parameter.VAR_POSITIONAL for kind in kinds):
+        return False
+    for arguments, takes_rng in (((None, None), True), ((None,), False)):
+        try:
+            signature.bind(*arguments)
+        except TypeError:
+            continue
+        return takes_rng
+    raise ValueError(
+        f"augment must take (example, rng) or (example), but {augment!r:.80} has the "
+        f"signature {signature}"
+    )
+
+
 def stage_rng(seed: int, *stream: object) -> random.Random:
     """A `random.Random` determined by ``seed`` and a stream name such as (worker, epoch).
 
@@ -177,3 +222,24 @@ def echo_items(
         yield buffer.pop()
     if on_exhausted is not None:
         on_exhausted()
+
+
+def echoed_count(items: int, factor: float, shuffle_buffer: int, rng: random.Random) -> int:
+    """How many copies `echo_items` emits for ``items`` items drawing from ``rng``.
+
+    An integer factor gives ``items * factor``. A fractional one replays the draws (the
+    shuffle buffer's too, which come from the same generator) on the items' positions, so the
+    count is exact without reading the items: about a microsecond per item.
+
+    Args:
+        items: Items that enter the stage.
+        factor: Mean number of copies per item (>= 1).
+        shuffle_buffer: The stage's shuffle buffer.
+        rng: A generator in the state the stage's would start from (see `stage_rng`).
+    """
+    if factor.is_integer():
+        return items * int(factor)
+    counts = EchoCounts()
+    for _ in echo_items(range(items), factor, shuffle_buffer, rng, counts):
+        pass
+    return counts.emitted

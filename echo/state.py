@@ -8,6 +8,9 @@ torchdata's names, ``get_state()`` / ``reset(initial_state)``):
 * ``position``: items (or batches) handed downstream in that epoch so far;
 * ``fresh``: items taken from upstream so far, over all epochs;
 * ``emitted``: items handed downstream so far, over all epochs;
+* ``units``: what ``fresh`` and ``emitted`` (and so ``position``) count, e.g.
+  ``{"fresh": "examples", "emitted": "batches"}`` for `EchoLoader` (see `UNITS`), so that a
+  state and the loader state nested in it can be told apart at a glance;
 * ``source`` (only for a stage that wraps a stateful stage): the wrapped stage's state, nested
   under `SOURCE_KEY` as torchdata's nodes do.
 
@@ -21,7 +24,15 @@ from typing import Any
 
 from echo.core import EchoCounts
 
-__all__ = ["SOURCE_KEY", "STATE_KEYS", "check_state", "delivered_counts", "make_state"]
+__all__ = [
+    "SOURCE_KEY",
+    "STATE_KEYS",
+    "UNITS",
+    "UNITS_KEY",
+    "check_state",
+    "delivered_counts",
+    "make_state",
+]
 
 STATE_KEYS = ("epoch", "position", "fresh", "emitted")
 """The integer fields of every stage's state."""
@@ -29,16 +40,31 @@ STATE_KEYS = ("epoch", "position", "fresh", "emitted")
 SOURCE_KEY = "source"
 """Where a wrapping stage nests the state of the stage it wraps."""
 
+UNITS_KEY = "units"
+"""Where a state names the units of its counters."""
+
+UNITS: dict[str, dict[str, str]] = {
+    "Echo": {"fresh": "items", "emitted": "items"},
+    "EchoNode": {"fresh": "items", "emitted": "items"},
+    "EchoLoader": {"fresh": "examples", "emitted": "batches"},
+    "EchoOnStall": {"fresh": "batches", "emitted": "batches"},
+}
+"""What each stage's ``fresh`` and ``emitted`` count (``position`` counts as ``emitted``
+does). ``items`` are whatever the stage's source yields: examples inside DataLoader workers,
+batches after a DataLoader."""
+
 
 def make_state(
-    epoch: int, position: int, fresh: int, emitted: int, source: Any = None
+    owner: str, epoch: int, position: int, fresh: int, emitted: int, source: Any = None
 ) -> dict[str, Any]:
-    """A state in the shared shape; ``source`` is included only when not None."""
+    """A state of stage ``owner`` (a key of `UNITS`) in the shared shape; ``source`` is
+    included only when not None."""
     state: dict[str, Any] = {
         "epoch": epoch,
         "position": position,
         "fresh": fresh,
         "emitted": emitted,
+        UNITS_KEY: dict(UNITS[owner]),
     }
     if source is not None:
         state[SOURCE_KEY] = source
@@ -50,11 +76,13 @@ def check_state(state: object, owner: str) -> dict[str, Any]:
 
     Args:
         state: A dict from some stage's ``state_dict()``.
-        owner: The stage's name, used in the error message.
+        owner: The stage's name (a key of `UNITS`), used in the error message.
 
     Raises:
-        ValueError: ``state`` is not a dict, or one of `STATE_KEYS` is missing or not an
-            integer >= 0.
+        ValueError: ``state`` is not a dict, one of `STATE_KEYS` is missing or not an
+            integer >= 0, or the state's ``units`` are not ``owner``'s (it was saved by
+            another kind of stage, e.g. the loader state nested in an `EchoOnStall` state).
+            A state without ``units`` is taken as ``owner``'s.
     """
     if not isinstance(state, dict):
         raise ValueError(f"{owner}.load_state_dict needs a dict, got {type(state).__name__}")
@@ -65,6 +93,12 @@ def check_state(state: object, owner: str) -> dict[str, Any]:
                 f"{owner} state[{key!r}] must be an integer >= 0, got {value!r} "
                 f"(a state has the keys {', '.join(STATE_KEYS)})"
             )
+    units = state.get(UNITS_KEY, UNITS[owner])
+    if units != UNITS[owner]:
+        raise ValueError(
+            f"{owner} state[{UNITS_KEY!r}] is {units!r}, but {owner} counts {UNITS[owner]!r}: "
+            "this state was saved by another kind of stage"
+        )
     return state
 
 

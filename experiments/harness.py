@@ -37,6 +37,7 @@ from experiments.devices import describe, resolve_device, to_device
 from experiments.pipeline import endless, workload_pipeline
 from experiments.upstream import TimedBatch, UpstreamCost
 from run_contract import numerics
+from run_contract.censoring import Incumbent, stops
 from run_contract.identity import RunOptions, RunSpec, identity_hash
 from run_contract.record import git_revision, machine, package_versions
 
@@ -50,10 +51,13 @@ class RunConfig:
     Args:
         spec: The run's identity (`run_contract.identity.RunSpec`).
         options: Device, threads, data folder. Default: `RunOptions` defaults.
+        incumbent: The best of the earlier trials of the run's search, which it is censored
+            against (`run_contract.censoring`). Default None: trained to its target or budget.
     """
 
     spec: RunSpec
     options: RunOptions = field(default_factory=RunOptions)
+    incumbent: Incumbent | None = None
 
 
 class _Meter:
@@ -144,6 +148,7 @@ class Run:
         self.kept: list[dict[str, Any]] = []  # models kept since the last evaluation
         self.last_loss: torch.Tensor | None = None
         self.diverged = False
+        self.censored: dict[str, int] | None = None
         self.refined: dict[str, Any] | None = None
         self._eval_model: torch.nn.Module | None = None
 
@@ -172,32 +177,48 @@ class Run:
 
     def refine(self, reached_row: dict[str, Any]) -> dict[str, Any]:
         """The first kept model since the last evaluation that reaches the target (bisection
-        over the kept models, ``reached_row`` being the known reached end)."""
+        over the kept models, ``reached_row`` being the known reached end; at the first
+        evaluation, a bisection that ends there is followed by the untried kept models, in
+        order)."""
         if self._eval_model is None and self.kept:
             self._eval_model = copy.deepcopy(self.model)
-        target, evaluations = self.workload.target, 0
         candidates = [*self.kept, None]  # None: the evaluation that reached it
         low, high, found = 0, len(self.kept), dict(reached_row)
+        tried: set[int] = set()
         while low < high:
             middle = (low + high) // 2
-            kept = candidates[middle]
-            self._eval_model.load_state_dict(kept["weights"])
-            metrics = self._metrics(self._eval_model)
-            evaluations += 1
-            if target.reached(metrics):
-                high = middle
-                found = {k: kept[k] for k in ("fresh_examples", "steps", "wall_s")}
-                found["metric"] = metrics[target.metric]
+            tried.add(middle)
+            reached = self._kept_reaches(candidates[middle])
+            if reached is not None:
+                high, found = middle, reached
             else:
                 low = middle + 1
+        below_first = len(self.curve) == 2 and high == len(self.kept) and bool(self.kept)
+        if below_first:
+            for index in sorted(set(range(len(self.kept))) - tried):
+                tried.add(index)
+                reached = self._kept_reaches(self.kept[index])
+                if reached is not None:
+                    found = reached
+                    break
         return {
             "every_fresh": self.refine_every,
             "fresh_examples_to_target": found["fresh_examples"],
             "steps_to_target": found["steps"],
             "wall_s_to_target": found["wall_s"],
             "metric": found["metric"],
-            "evaluations": evaluations,
+            "evaluations": len(tried),
+            **({"below_first": True} if below_first else {}),
         }
+
+    def _kept_reaches(self, kept: dict[str, Any]) -> dict[str, Any] | None:
+        """Evaluate a kept model: its crossing row when it reaches the target, else None."""
+        self._eval_model.load_state_dict(kept["weights"])
+        metrics = self._metrics(self._eval_model)
+        if not self.workload.target.reached(metrics):
+            return None
+        found = {k: kept[k] for k in ("fresh_examples", "steps", "wall_s")}
+        return {**found, "metric": metrics[self.workload.target.metric]}
 
     def _refined_or_none(self) -> dict[str, Any]:
         if self.refined is not None:
@@ -237,7 +258,7 @@ class Run:
         self.meter.step(tick, got, time.perf_counter(), timed.take_upstream())
 
     def execute(self, progress: bool | None = None) -> dict[str, Any]:
-        """Train until the target or the fresh-example budget; return the run record.
+        """Train until the target, the fresh-example budget or censoring; return the run record.
 
         Args:
             progress: Show a progress bar on stderr. Default None: only when stderr is a
@@ -272,6 +293,10 @@ class Run:
                     row = self.evaluate()
                     next_eval = (fresh // self.eval_every + 1) * self.eval_every
                     bar.set_postfix({metric: f"{row['metric']:.4g}"})
+                    incumbent = self.config.incumbent
+                    if fresh < self.max_fresh and stops(fresh, bool(self.reached_row), incumbent):
+                        self.censored = {"at_fresh": fresh, **incumbent.as_dict()}
+                        break
                 elif next_keep is not None and fresh >= next_keep and not self.reached_row:
                     self.keep()
                 if next_keep is not None and fresh >= next_keep:
@@ -285,6 +310,7 @@ class Run:
             "target": self.workload.target.as_dict(),
             "reached": row is not None,
             **({"diverged": True} if self.diverged else {}),
+            **({"censored": self.censored} if self.censored else {}),
             "fresh_examples_to_target": row and row["fresh_examples"],
             "steps_to_target": row and row["steps"],
             "wall_s_to_target": row and row["wall_s"],

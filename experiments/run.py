@@ -17,6 +17,7 @@ from typing import NoReturn
 from experiments import registry
 from experiments.data import MissingDataError
 from experiments.harness import Run, RunConfig
+from run_contract.censoring import search_incumbent
 from run_contract.identity import FieldError, RunOptions, RunSpec, parse_number
 from run_contract.record import write_record
 
@@ -71,7 +72,12 @@ def config_from_args(args: argparse.Namespace, p: argparse.ArgumentParser) -> Ru
         p.error(f"argument --scale: {error}")
     if spec.scale == "paper" and not options.data_dir:
         p.error("argument --data-dir: required with --scale paper (the dataset's folder)")
-    return RunConfig(spec, options)
+    if options.censor is None:
+        return RunConfig(spec, options)
+    try:
+        return RunConfig(spec, options, search_incumbent(spec, options.censor))
+    except FileNotFoundError as error:
+        p.error(f"argument --censor: {error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = prepared.execute()
     write_record(record, args.out)
     status = "reached" if record["reached"] else "did not reach"
+    if "censored" in record:
+        incumbent = record["censored"]["incumbent"]
+        status = f"censored (its search's incumbent: {incumbent}), did not reach"
     print(
         f"{record['workload']}: {status} {record['target']['metric']} "
         f"{record['target']['value']} after {record['final']['fresh_examples']} fresh examples, "

@@ -12,7 +12,9 @@ recomputed.
 A study with a ``search`` tunes each condition as the data-echoing paper did: instead of one
 run per seed, ``repetitions`` independent quasi-random searches of ``trials`` runs each over
 the workload's declared search space (`experiments.search`), each trial capped at
-``budget_cap`` times the workload's ``reference_fresh``. A ``per_workload`` entry's ``search``
+``budget_cap`` times the workload's ``reference_fresh``; with ``censor`` (the default) a
+search's trials train in order, each censored against the best of the earlier ones
+(`run_contract.censoring`: every search's best is unchanged). A ``per_workload`` entry's ``search``
 replaces some of those keys for one workload (the paper searched some workloads with fewer
 trials). A study's ``resolution``, searched or seeded, locates every run's crossing to
 ``reference_fresh / resolution``.
@@ -33,9 +35,18 @@ from pathlib import Path
 from typing import Any
 
 from experiments.registry import declared_names
+from run_contract.censoring import censoring_mismatch
 from run_contract.identity import RunOptions, RunSpec
 
-__all__ = ["Plan", "PlannedRun", "check_config", "load_config", "main", "plan"]
+__all__ = [
+    "Plan",
+    "PlannedRun",
+    "check_config",
+    "load_config",
+    "main",
+    "plan",
+    "record_problems",
+]
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -61,6 +72,13 @@ class PlannedRun:
     def args(self) -> list[str]:
         """The ``python -m experiments.run`` arguments (without ``--out``)."""
         return [*self.spec.args(), *self.options.args()]
+
+    def waits_for(self) -> list[str]:
+        """The records this run reads before it starts: its search's earlier trials' when it
+        is censored (`RunOptions.censor`), in trial order; else none."""
+        if self.options.censor is None:
+            return []
+        return [earlier.path(self.options.censor) for earlier in self.spec.earlier_trials()]
 
 
 @dataclass(frozen=True)
@@ -120,7 +138,8 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
             best match), e.g. ``config: studies.insertion.echo_factors[0]: 0.5 is less than
             the minimum of 1``; or a workload name that no module of
             ``experiments/workloads/`` registers; or a per_workload ``search`` in a study
-            without one.
+            without one; or ``echo_factors`` by point that leaves out a point of
+            ``echo_points``.
     """
     import jsonschema
     import yaml
@@ -145,6 +164,16 @@ def check_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, A
                 f"{', '.join(known)} (one module each in experiments/workloads/)"
             )
     for study, entry in config["studies"].items():
+        for key, sweep in [("", entry), *((f".per_workload.{n}", o) for n, o in
+                                         entry["per_workload"].items())]:  # fmt: skip
+            merged = {**entry, **sweep}  # a per_workload entry's keys replace the study's
+            factors, points = merged["echo_factors"], merged["echo_points"]
+            unnamed = [p for p in points if isinstance(factors, Mapping) and p not in factors]
+            if unnamed:
+                raise ValueError(
+                    f"config: studies.{study}{key}.echo_factors: names no factors for echo "
+                    f"point {unnamed[0]!r}; name every point of echo_points ({', '.join(points)})"
+                )
         for name, override in entry["per_workload"].items():
             if "search" in override and (entry["search"] is None or override["search"] is None):
                 raise ValueError(
@@ -161,11 +190,17 @@ def _buffers(study: Mapping[str, Any], point: str) -> list[int]:
     return buffers[point] if isinstance(buffers, Mapping) else buffers
 
 
+def _factors(study: Mapping[str, Any], point: str) -> list[float]:
+    """The study's echo factors for ``point`` (a list, or a mapping of lists by point)."""
+    factors = study["echo_factors"]
+    return factors[point] if isinstance(factors, Mapping) else factors
+
+
 def _variants(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The echo settings of a study's sweep, the baseline (no echo stage) first."""
     yield {"echo_point": "none", "echo_factor": 1.0, "shuffle_buffer": 0}
     for point in entry["echo_points"]:
-        for factor in entry["echo_factors"]:
+        for factor in _factors(entry, point):
             for buffer in _buffers(entry, point):
                 yield {"echo_point": point, "echo_factor": factor, "shuffle_buffer": buffer}
 
@@ -196,11 +231,13 @@ def _study_runs(study: Mapping[str, Any], config: Mapping[str, Any]) -> Iterator
         execution = RunOptions(
             device=options["device"], threads=options["threads"], data_dir=options["data_dir"]
         )
+        censored = replace(execution, censor=config["out_dir"])
         for batch_size in entry["batch_sizes"]:
             for variant in _variants(entry):
                 for trial in _trials(search, entry["seeds"]):
                     spec = replace(base, batch_size=batch_size, **variant, **trial)
-                    yield PlannedRun(spec, execution)
+                    later = search and search["censor"] and trial["trial"] > 0
+                    yield PlannedRun(spec, censored if later else execution)
 
 
 def _trials(search: Mapping[str, Any] | None, seeds: int) -> Iterator[dict[str, Any]]:
@@ -274,17 +311,31 @@ def load_config(*paths: str | Path) -> dict[str, Any]:
     return check_config(config, SCHEMA)
 
 
-def _stale(paths: list[str], studies: Plan) -> list[str]:
-    """``PATH: FIELD: ...`` for each written record that is not the run its path plans."""
+def record_problems(path: str, studies: Plan) -> list[str]:
+    """What makes the written record at ``path`` stale: the fields where it is not the run
+    its path plans (`RunSpec.mismatches`), and a censoring its search's earlier trials no
+    longer support (`run_contract.censoring.censoring_mismatch`)."""
     from experiments import registry  # imports the workloads (torch)
 
-    stale = []
-    for path in paths:
-        spec = studies.runs[path].spec
-        record = json.loads(Path(path).read_text())
-        found = spec.mismatches(record, registry.defaults(spec.workload, spec.scale))
-        stale += [f"{path}: {line}" for line in found]
-    return stale
+    run = studies.runs[path]
+    record = json.loads(Path(path).read_text())
+    found = run.spec.mismatches(record, registry.defaults(run.spec.workload, run.spec.scale))
+    if "censored" in record:
+        earlier = [p for p in _earlier_paths(run, path) if Path(p).is_file()]
+        line = censoring_mismatch(record, [json.loads(Path(p).read_text()) for p in earlier])
+        found += [] if line is None else [line]
+    return found
+
+
+def _earlier_paths(run: PlannedRun, path: str) -> list[str]:
+    """The record paths of a trial's search's earlier trials, beside ``path``'s."""
+    out_dir = path[: path.rindex("/records/")]
+    return [earlier.path(out_dir) for earlier in run.spec.earlier_trials()]
+
+
+def _stale(paths: list[str], studies: Plan) -> list[str]:
+    """``PATH: FIELD: ...`` for each written record that is stale (`record_problems`)."""
+    return [f"{path}: {line}" for path in paths for line in record_problems(path, studies)]
 
 
 def numerics_report(paths: list[str], studies: Plan) -> list[str]:
@@ -313,8 +364,9 @@ def numerics_report(paths: list[str], studies: Plan) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.study paths --configfile F [--study S] [--workload W]
-    [--missing | --existing]``: the record paths of a study, one per line (to train a part
-    first: ``snakemake --cores 2 --configfile F $(python -m experiments.study paths ...)``);
+    [--missing | --existing | --stale]``: the record paths of a study, one per line (to train
+    a part first: ``snakemake --cores 2 --configfile F $(python -m experiments.study paths
+    ...)``; to retrain the stale records: ``snakemake --force $(... --stale)``);
     ``studies`` instead prints them as JSON, study -> paths (``python -m analysis aggregate
     --study-file``: tables from the records landed so far, with ``--existing``); ``check``
     checks the written records against the runs the config asks for (exit 1 naming each
@@ -330,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--missing", action="store_true", help="only records not yet written")
     which.add_argument("--existing", action="store_true", help="only records written")
+    which.add_argument(
+        "--stale",
+        action="store_true",
+        help="only records written that are not the run the config asks for (as check finds "
+        "them): to retrain, pass them to snakemake with --force",
+    )
     args = parser.parse_args(argv)
     try:
         studies = plan(load_config(*args.configfile))
@@ -352,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(path: str) -> bool:
         if args.workload and studies.runs[path].spec.workload not in args.workload:
             return False
+        if args.stale:
+            return Path(path).exists() and bool(_stale([path], studies))
         return not (
             (args.missing and Path(path).exists()) or (args.existing and not Path(path).exists())
         )

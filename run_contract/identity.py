@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from echo.points import ECHO_POINTS
@@ -43,6 +43,7 @@ from run_contract.fields import (
     put_path,
     short_hash,
 )
+from run_contract.record import floored
 
 __all__ = [
     "DEVICES",
@@ -321,6 +322,15 @@ class RunSpec(CommandLine):
         parts = (f.metadata["in_path"](self, f.name) for f in fields(self) if f.metadata["in_path"])
         return "-".join(part for part in parts if part is not None)
 
+    def earlier_trials(self) -> list[RunSpec]:
+        """The trials ``0 .. trial-1`` of this trial's search, in order (empty: not a search
+        trial, or its first): the same run but for ``trial``, and ``seed`` shifted with it (a
+        search's trials are seeded ``offset + trial``)."""
+        if self.trial is None:
+            return []
+        offset = self.seed - self.trial
+        return [replace(self, trial=t, seed=offset + t) for t in range(self.trial)]
+
     def path(self, out_dir: str) -> str:
         """Where the run's record lives: ``{out_dir}/records/{workload}/{run_id}.json``."""
         return f"{out_dir.rstrip('/')}/records/{self.workload}/{self.run_id}.json"
@@ -443,8 +453,10 @@ class RunSpec(CommandLine):
 
         Returns:
             ``"FIELD: record has X, config asks for Y"`` strings (``hparams.lr: ...`` per
-            hyper-parameter), and a ``config_hash`` line when the record's identity does not
-            hash to the hash it carries (a record edited by hand).
+            hyper-parameter), a ``refined`` line when its crossing is floored at its first
+            evaluation (`run_contract.record.floored`: located by an older rule), and a
+            ``config_hash`` line when the record's identity does not hash to the hash it
+            carries (a record edited by hand).
         """
         wanted, found = self.resolve(defaults), []
         for f in fields(self):
@@ -463,6 +475,13 @@ class RunSpec(CommandLine):
             found.append(
                 f"{REVISION}: record has {record.get(REVISION, 1)}, {self.workload!r} is at "
                 f"revision {defaults.revision} (its code changed what a run trains since)"
+            )
+        first = floored(record)
+        if first is not None:
+            found.append(
+                f"refined: the crossing sits at the first evaluation ({first} fresh examples), "
+                "where a bisection ended without evaluating every kept model before it: "
+                "retrain it to locate it below (refined.below_first)"
             )
         carried, computed = record.get("config_hash"), identity_hash(self.recorded(record))
         if not found and carried != computed:
@@ -483,11 +502,20 @@ class RunOptions(CommandLine):
         threads: torch intra-op threads. Default 1.
         data_dir: The workload's data folder (required at paper scale; a cache at cpu scale).
             Default None.
+        censor: A study's ``out_dir``: a search's trial is censored against the records there
+            of its search's earlier trials (`RunSpec.earlier_trials`, `run_contract.censoring`),
+            which must exist. Default None: trained to its target or budget.
     """
 
     device: str = option("where to train", choices=DEVICES, default="auto")
     threads: int = option("torch threads", parse=parse_number(int, 1), default=1)
     data_dir: str | None = option("the workload's data folder", parse=str, default=None)
+    censor: str | None = option(
+        "censor a search's trial against its search's earlier trials, whose records are under "
+        "this out_dir",
+        parse=str,
+        default=None,
+    )
 
 
 def identity_columns(role: str) -> list[str]:

@@ -17,6 +17,7 @@ from run_contract.files import atomic_write
 
 __all__ = [
     "SCHEMA_PATH",
+    "floored",
     "git_revision",
     "load_record",
     "load_schema",
@@ -83,6 +84,20 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"run record {path} does not match {SCHEMA_PATH.name}: field {field}: {error.message}"
         )
     return record
+
+
+def floored(record: dict[str, Any]) -> int | None:
+    """The first evaluation's fresh examples where a record's refined crossing is floored
+    there: it reached the target at its first evaluation, and the bisection that located the
+    crossing ended at that evaluation without trying every kept model before it (a record
+    from before ``refined.below_first``); else None."""
+    refined, curve = record.get("refined"), record.get("eval_curve", [])
+    if not refined or not record.get("reached") or len(curve) < 2 or refined.get("below_first"):
+        return None
+    first = curve[1]["fresh_examples"]
+    if refined["fresh_examples_to_target"] == first and refined["every_fresh"] < first:
+        return first
+    return None
 
 
 def package_versions() -> dict[str, str | None]:

@@ -7,12 +7,17 @@ bytes),
 ``{"t": "cuda_tensor", "dtype", "shape", "offset", "ipc": {...}}`` (a CUDA IPC handle;
 ``offset`` in elements), ``{"t": "tuple" | "list", "items": [...]}``,
 ``{"t": "dict", "items": [[key, layout], ...]}`` or ``{"t": "value", "v": json}`` for plain
-numbers, strings, booleans and None.
+numbers, strings, booleans and None. A layout travels in one control message, so `describe`
+refuses one that would not fit (`MAX_LAYOUT_BYTES`): each CUDA tensor takes about 440 bytes
+of it (its IPC handles), so a batch holds at most about 148.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import contextlib
+import json
 import math
 import mmap
 import os
@@ -23,8 +28,10 @@ import numpy as np
 import torch
 
 from sharing.errors import ProtocolError
+from sharing.protocol import MAX_MESSAGE_BYTES
 
 __all__ = [
+    "MAX_LAYOUT_BYTES",
     "MAX_STORAGES",
     "describe",
     "first_dim",
@@ -35,6 +42,8 @@ __all__ = [
 ]
 
 MAX_STORAGES = 250  # descriptors per message (the kernel allows 253)
+MAX_LAYOUT_BYTES = MAX_MESSAGE_BYTES - 256
+"""Bytes of a layout's JSON: a batch message's other fields (numbers) take the rest."""
 
 _DTYPES = {
     str(dtype).removeprefix("torch."): dtype
@@ -54,9 +63,22 @@ def _as_tensor(value: Any) -> torch.Tensor | None:
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
-    """``batch`` with ``fn`` applied to every tensor of dimension >= 1."""
-    if isinstance(batch, torch.Tensor):
-        return fn(batch) if batch.dim() else batch
+    """``batch`` with ``fn`` applied to every tensor and numpy array in it, whatever its
+    dimension: so ``device="cuda"`` (`sharing.Producer`) puts all of a batch on the GPU,
+    0-dim tensors and arrays too, never part of it.
+
+    Args:
+        batch (Any): Tensors, numpy arrays and other values, nested in tuples, lists and dicts.
+        fn (Callable[[torch.Tensor], Any]): Applied to each tensor; a numpy array is passed as
+            the tensor that shares its memory (``torch.from_numpy``).
+
+    Returns:
+        Any: ``batch``'s structure with ``fn``'s results in place of its tensors and arrays;
+        other values as they were.
+    """
+    tensor = _as_tensor(batch)
+    if tensor is not None:
+        return fn(tensor)
     if isinstance(batch, dict):
         return {key: map_tensors(value, fn) for key, value in batch.items()}
     if isinstance(batch, (tuple, list)):
@@ -114,13 +136,20 @@ def describe(batch: Any) -> tuple[dict, list[int], list[torch.Tensor]]:
     """(layout, descriptors of its storages, tensors to keep alive while consumers read).
 
     Raises:
-        TypeError: A leaf cannot be shared (not a CPU tensor/array or JSON scalar), a dict key
-            is not a string, or the batch has more than `MAX_STORAGES` storages.
+        TypeError: A leaf cannot be shared (not a CPU or CUDA tensor/array or JSON scalar), a
+            dict key is not a string, the batch has more than `MAX_STORAGES` storages, or its
+            layout more than `MAX_LAYOUT_BYTES` (e.g. over about 148 CUDA tensors).
     """
     storages = _Storages()
     layout = _describe(batch, storages)
     if len(storages.fds) > MAX_STORAGES:
         raise TypeError(f"a batch may use at most {MAX_STORAGES} tensor storages")
+    size = len(json.dumps(layout, separators=(",", ":")))
+    if size > MAX_LAYOUT_BYTES:
+        raise TypeError(
+            f"a batch's layout may take at most {MAX_LAYOUT_BYTES} bytes (one control message), "
+            f"this one takes {size}: share fewer, larger tensors (e.g. stacked)"
+        )
     return layout, storages.fds, storages.keep
 
 
@@ -172,9 +201,14 @@ def _b64(data: bytes | None) -> str | None:
 def _unb64(text: object, name: str) -> bytes | None:
     if text is None:
         return None
-    if not isinstance(text, str):
-        raise ProtocolError(f"bad CUDA IPC field {name!r}")
-    return base64.b64decode(text)
+    if isinstance(text, str):
+        with contextlib.suppress(binascii.Error):
+            return base64.b64decode(text, validate=True)
+    raise ProtocolError(f"bad CUDA IPC field {name!r}: {text!r:.80}")
+
+
+_IPC_COUNTS = ("device", "size", "storage_offset", "ref_counter_offset")  # integers >= 0
+_IPC_HANDLES = ("handle", "ref_counter_handle", "event_handle")  # base64 or None
 
 
 def _describe_cuda(tensor: torch.Tensor, name: str) -> dict:
@@ -206,24 +240,41 @@ def _rebuild_cuda_tensor(layout: dict) -> torch.Tensor:
     """Open a CUDA IPC handle the way torch.multiprocessing does (cached per handle)."""
     from torch.multiprocessing.reductions import rebuild_cuda_tensor
 
-    dtype = _DTYPES.get(layout.get("dtype"))
+    dtype = _dtype(layout)
     shape, offset, ipc = layout.get("shape"), layout.get("offset"), layout.get("ipc")
     if (
         dtype is None
-        or not isinstance(shape, list)
-        or not all(isinstance(s, int) and s >= 0 for s in shape)
-        or not isinstance(offset, int)
+        or not _counts(shape)
+        or not _counts([offset])
         or not isinstance(ipc, dict)
+        or set(ipc) != {*_IPC_COUNTS, *_IPC_HANDLES, "event_sync_required"}
+        or not _counts([ipc[name] for name in _IPC_COUNTS])
+        or not isinstance(ipc["event_sync_required"], bool)
     ):
-        raise ProtocolError(f"bad CUDA tensor layout {layout!r}")
+        raise ProtocolError(f"bad CUDA tensor layout {layout!r:.300}")
+    handles = {name: _unb64(ipc[name], name) for name in _IPC_HANDLES}
+    count = math.prod(shape)
+    if count and (offset + count) * dtype.itemsize > ipc["size"]:
+        raise ProtocolError(f"CUDA tensor layout {layout!r:.300} reaches outside its storage")
     stride = torch.empty(shape, device="meta").stride()
     return rebuild_cuda_tensor(
         torch.Tensor, torch.Size(shape), stride, offset, torch.storage.TypedStorage, dtype,
-        ipc.get("device"), _unb64(ipc.get("handle"), "handle"), ipc.get("size"),
-        ipc.get("storage_offset"), False, _unb64(ipc.get("ref_counter_handle"), "ref"),
-        ipc.get("ref_counter_offset"), _unb64(ipc.get("event_handle"), "event"),
-        bool(ipc.get("event_sync_required")),
+        ipc["device"], handles["handle"], ipc["size"], ipc["storage_offset"], False,
+        handles["ref_counter_handle"], ipc["ref_counter_offset"], handles["event_handle"],
+        ipc["event_sync_required"],
     )  # fmt: skip
+
+
+def _dtype(layout: dict) -> torch.dtype | None:
+    name = layout.get("dtype")
+    return _DTYPES.get(name) if isinstance(name, str) else None
+
+
+def _counts(values: Any) -> bool:
+    """Whether ``values`` is a list of integers >= 0 (JSON's, so no booleans)."""
+    return isinstance(values, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+    )
 
 
 def map_storages(fds: list[int]) -> list[mmap.mmap | None]:
@@ -266,7 +317,7 @@ def rebuild(layout: Any, maps: list[mmap.mmap | None]) -> Any:
 
 
 def _rebuild_tensor(layout: dict, maps: list[mmap.mmap | None]) -> torch.Tensor:
-    dtype = _DTYPES.get(layout.get("dtype"))
+    dtype = _dtype(layout)
     shape, index, offset = layout.get("shape"), layout.get("storage"), layout.get("offset")
     if (
         dtype is None

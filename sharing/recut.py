@@ -52,7 +52,8 @@ def recut(
 
 
 def _rows(batch: Any, start: int, stop: int) -> Any:
-    return map_tensors(batch, lambda tensor: tensor[start:stop])
+    # A 0-dim tensor is the batch's, not a row's: each consumer batch keeps it whole.
+    return map_tensors(batch, lambda tensor: tensor[start:stop] if tensor.dim() else tensor)
 
 
 def concat(batches: list[Any]) -> Any:

@@ -246,3 +246,46 @@ def test_drop_last_drops_one_partial_batch_per_worker():
     loader = build_pipeline(read_ids(30), batch_size=4, num_workers=2, drop_last=True)
     assert [len(b) for b in loader] == [4] * 6  # 15 per worker: 3 batches each, 3 dropped each
     assert loader.fresh_examples == 24  # the dropped examples never reach training
+
+
+def test_a_read_that_is_not_iterable_is_refused_when_the_pipeline_is_built():
+    with pytest.raises(ValueError, match=r"read must be iterable.*int 5"):
+        build_pipeline(5, batch_size=2)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_one_argument_augment_is_called_with_the_example_alone(num_workers):
+    loader = build_pipeline(
+        read_ids(8), lambda x: x * 10, batch_size=4, shuffle=False, num_workers=num_workers
+    )
+    assert sorted(int(row[0]) for row in collect(loader)) == [10 * i for i in range(8)]
+
+
+def test_torchvision_transforms_are_called_with_the_example_alone():
+    v1 = pytest.importorskip("torchvision.transforms")
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    images = [torch.full((1, 6, 6), float(i)) for i in range(4)]
+    for transform in (v1.CenterCrop(4), v2.CenterCrop(4), v2.Compose([v2.CenterCrop(4)])):
+        batches = list(build_pipeline(images, transform, batch_size=4, shuffle=False))
+        assert batches[0].shape == (4, 1, 4, 4)
+
+
+def test_an_augment_with_another_signature_is_refused_before_the_first_batch():
+    with pytest.raises(ValueError, match=r"augment must take \(example, rng\) or \(example\)"):
+        build_pipeline(read_ids(8), lambda x, rng, size: x, batch_size=4)
+    with pytest.raises(ValueError, match="augment must be a callable"):
+        build_pipeline(read_ids(8), "flip", batch_size=4)
+
+
+@pytest.mark.parametrize("point", list(EchoPoint))
+@pytest.mark.parametrize(("factor", "num_workers"), [(2, 0), (1.5, 0), (1.5, 2)])
+def test_batches_per_epoch_is_exact_for_every_point_and_epoch(point, factor, num_workers):
+    loader = build_pipeline(
+        read_ids(37), tag_augment, point=point, factor=factor, shuffle_buffer=3,
+        batch_size=4, num_workers=num_workers, seed=2,
+    )  # fmt: skip
+    expected = [loader.batches_per_epoch(epoch=e) for e in range(3)]
+    assert [sum(1 for _ in loader) for _ in range(3)] == expected
+    assert loader.batches_per_epoch() == sum(1 for _ in loader)
+    with pytest.raises(TypeError, match="sized, indexable read"):
+        build_pipeline(iter(read_ids(4)), batch_size=2).batches_per_epoch()

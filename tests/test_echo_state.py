@@ -6,7 +6,7 @@ import pytest
 import torch
 from stage_checks import check_save_load_state
 
-from echo.state import STATE_KEYS, check_state, delivered_counts
+from echo.state import STATE_KEYS, UNITS, check_state, delivered_counts
 from echo.torch import Echo, EchoOnStall, build_pipeline
 
 
@@ -90,8 +90,36 @@ def test_every_stage_saves_the_same_shape(name):
     stage = STAGES[name]()
     list(stage)
     state = stage.state_dict()
-    assert check_state(state, name) is state
-    assert set(state) - set(STATE_KEYS) <= {"source"}
+    assert check_state(state, name.split("-")[0].split("(")[0]) is state
+    assert set(state) - set(STATE_KEYS) <= {"source", "units"}
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_every_state_names_the_units_of_its_counters(name):
+    stage = STAGES[name]()
+    list(stage)
+    units = stage.state_dict()["units"]
+    assert set(units) == {"fresh", "emitted"}
+    assert set(units.values()) <= {"items", "examples", "batches"}
+
+
+def test_a_wrapper_state_and_the_loader_state_in_it_say_what_they_count():
+    stage = _on_stall()
+    list(stage)
+    state = stage.state_dict()
+    assert state["units"] == {"fresh": "batches", "emitted": "batches"}
+    assert state["source"]["units"] == {"fresh": "examples", "emitted": "batches"}
+    assert state["source"]["fresh"] == 60 and state["fresh"] == state["source"]["emitted"] == 20
+    with pytest.raises(ValueError, match=r"units.*another kind of stage"):
+        _on_stall().load_state_dict(state["source"])
+
+
+def test_a_state_without_units_is_taken_as_the_stage_own():
+    stage = _echo()
+    stage.load_state_dict({"epoch": 1, "position": 0, "fresh": 40, "emitted": 100})
+    assert stage.state_dict() == {
+        "epoch": 1, "position": 0, "fresh": 40, "emitted": 100, "units": UNITS["Echo"]
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(STAGES))

@@ -125,8 +125,28 @@ def test_identity_stage_counts_while_iterating_and_across_epochs():
 
 def test_batches_per_epoch_for_integer_factor_over_a_sized_source_only():
     assert Echo(range(10), 3).batches_per_epoch(4) == 8
-    with pytest.raises(TypeError, match="integer factor"):
-        Echo(range(10), 2.5).batches_per_epoch(4)
+    with pytest.raises(TypeError, match="sized, indexable source"):
+        Echo(iter(range(10)), 3).batches_per_epoch(4)
+
+
+@pytest.mark.parametrize(("num_workers", "buffer", "drop_last"), [(0, 0, False), (2, 5, True)])
+def test_batches_per_epoch_of_a_fractional_factor_is_exact_for_each_epoch(
+    num_workers, buffer, drop_last
+):
+    stage = Echo(list(range(101)), 1.5, shuffle_buffer=buffer, seed=3)
+    expected = [stage.batches_per_epoch(4, num_workers=num_workers, drop_last=drop_last, epoch=e)
+                for e in range(3)]  # fmt: skip
+    loader = DataLoader(stage, batch_size=4, num_workers=num_workers, drop_last=drop_last)
+    assert [sum(1 for _ in loader) for _ in range(3)] == expected
+    assert len(set(expected)) > 1  # the draws differ between epochs
+    assert stage.batches_per_epoch(4, num_workers=num_workers, drop_last=drop_last) == sum(
+        1 for _ in loader
+    )
+
+
+def test_a_source_that_is_not_iterable_is_refused_when_the_stage_is_built():
+    with pytest.raises(ValueError, match=r"source must be iterable.*int 5"):
+        Echo(5, 2)
 
 
 @pytest.mark.parametrize(("factor", "buffer"), [(2.5, 6), (1, 0)])
@@ -156,7 +176,8 @@ def test_resume_mid_epoch_continues_exactly_where_it_stopped(stop_at, factor, bu
 def test_state_after_a_finished_epoch_points_at_the_next_epoch():
     stage = Echo(list(range(10)), 2, shuffle_buffer=3)
     list(stage)
-    assert stage.state_dict() == {"epoch": 1, "position": 0, "fresh": 10, "emitted": 20}
+    state = stage.state_dict()
+    assert state == {"epoch": 1, "position": 0, "fresh": 10, "emitted": 20, "units": state["units"]}
 
 
 def test_load_state_dict_rejects_bad_state():
@@ -186,3 +207,22 @@ def test_seed_none_draws_one_seed_for_the_whole_stage():
     assert isinstance(stage.seed, int)
     out = ids(DataLoader(stage, batch_size=5, num_workers=2))
     check_echoed_multiset(list(range(50)), out, 1.5)  # one seed: one permutation for all
+
+
+def test_the_documented_plain_dataloader_example_augments_each_copy_anew():
+    """docs/echo.md shows before-augment echoing with a plain DataLoader; run it as shown."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "echo.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "collate_fn" in b]
+    assert len(blocks) == 1, "docs/echo.md shows one plain-DataLoader before-augment example"
+    raw = [torch.tensor([float(i)]) for i in range(16)]
+    namespace = {"raw_dataset": raw, "augment": lambda x: torch.cat([x, torch.rand(1)])}
+    exec(blocks[0], namespace)
+    rows = [row.tolist() for batch in namespace["loader"] for row in batch]
+    copies: dict[float, list[float]] = {}
+    for item, draw in rows:
+        copies.setdefault(item, []).append(draw)
+    assert sorted(copies) == [float(i) for i in range(16)]
+    assert all(len(set(draws)) == 2 for draws in copies.values())

@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
@@ -608,3 +609,37 @@ def test_check_counts_the_records_numerics_and_names_a_study_that_mixes_them(tmp
     assert lines[0] == ("numerics: 2 unpinned, 1 portable (torch 2.14.1, MKL 2024.0, oneDNN 3.12)")
     assert lines[1] == "study both pools records of 2 numerics: retrain it in one"
     assert lines[2].startswith("2 records were not computed in this process's mode (portable)")
+
+
+def test_a_censored_search_trains_its_trials_in_order_and_searches_in_parallel():
+    config = small_config(search=dict(SEARCH), resolution=64)
+    config["workloads"] = {WORKLOAD: {}}
+    runs = plan(config).runs
+    for path, run in runs.items():
+        spec = run.spec
+        earlier = [
+            other.spec.path("out")
+            for other in runs.values()
+            if other.spec.trial < spec.trial
+            and replace(other.spec, trial=spec.trial, seed=spec.seed) == spec
+        ]
+        # trial t waits for trials 0 .. t-1 of its own search (condition and repetition)
+        assert run.waits_for() == earlier and len(earlier) == spec.trial, path
+        assert ("--censor" in run.args()) == (spec.trial > 0), path
+    unordered = small_config(search={**SEARCH, "censor": False}, resolution=64)
+    unordered["workloads"] = {WORKLOAD: {}}
+    assert all(not run.waits_for() for run in plan(unordered).runs.values())
+    assert all("--censor" not in run.args() for run in plan(unordered).runs.values())
+
+
+def test_echo_factors_by_point_sweep_each_point_its_own_factors():
+    study = {"echo_points": ["after_batch", "before_augment"],
+             "echo_factors": {"after_batch": [2], "before_augment": [2, 32]},
+             "shuffle_buffers": {"before_augment": [16]}}  # fmt: skip
+    runs = specs(small_config(**study))
+    echoed = {(r.echo_point, r.echo_factor) for r in runs if r.echo_point != "none"}
+    assert echoed == {("after_batch", 2.0), ("before_augment", 2.0), ("before_augment", 32.0)}
+    study["echo_factors"] = {"before_augment": [2, 32]}
+    with pytest.raises(ValueError, match=r"insertion\.echo_factors: names no factors for echo "
+                       r"point 'after_batch'"):  # fmt: skip
+        small_config(**study)

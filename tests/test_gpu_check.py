@@ -1,5 +1,6 @@
 """`scripts/gpu-check.sh --dry`: every step of the GPU check runs on the CPU at tiny sizes and
-writes its CSV (the GPU tests skip), so the script is ready for a GPU machine."""
+writes its CSV (the GPU tests skip), so the script is ready for a GPU machine; ``--only`` runs
+setup and the steps named."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from xml.etree import ElementTree
 import pytest
 
 ROOT = Path(__file__).parents[1]
-STEPS = ["setup", "plan", "tests", "sharing", "echo", "paper"]
+STEPS = ["setup", "cuda", "tests", "sharing", "echo", "paper", "plan"]
+SCRIPT = str(ROOT / "scripts" / "gpu-check.sh")
 
 
 def rows(path: Path) -> list[dict]:
@@ -22,12 +24,55 @@ def rows(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def skipped(path: Path) -> tuple[int, int]:
+    """(tests, skipped) of a junit file, checking that none failed."""
+    suite = ElementTree.parse(path).getroot().find("testsuite")
+    assert (suite.get("failures"), suite.get("errors")) == ("0", "0")
+    return int(suite.get("tests")), int(suite.get("skipped"))
+
+
+def test_only_runs_setup_then_the_cuda_tests_alone_first(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable}
+    result = subprocess.run(
+        [SCRIPT, "--dry", "--only", "cuda", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    log = (tmp_path / "gpu-check.log").read_text()
+    assert result.returncode == 0, log[-4000:]
+    assert [r["step"] for r in rows(tmp_path / "steps.csv")] == ["setup", "cuda"]
+    assert re.search(r"limits: setup \d+ s, cuda \d+ s, tests \d+ s, .*: \d+ s at most", log)
+    assert "pytest -p no:cacheprovider -m gpu -ra --timeout 40" in log
+    assert log.count("test session starts") == 1  # the CUDA tests in a pytest call of their own
+    assert re.search(r"tests/test_sharing_cuda.py s+ ", log) and "needs a CUDA device" in log
+    tests, skips = skipped(tmp_path / "cuda-tests.xml")
+    assert tests == skips >= 5  # no CUDA here: all skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cuda-tests.xml",
+        "gpu-check.log",
+        "steps.csv",
+    ]
+
+
+def test_only_an_unknown_step_is_refused_naming_the_steps(tmp_path):
+    result = subprocess.run(
+        [SCRIPT, "--dry", "--only", "cuda,bogus", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"--only: no step 'bogus'; steps: {' '.join(STEPS)}"
+
+
 @pytest.mark.timeout(720)  # under two minutes alone; a loaded machine takes longer
 @pytest.mark.slow
 def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
     result = subprocess.run(
-        [str(ROOT / "scripts" / "gpu-check.sh"), "--dry", str(tmp_path)],
+        [SCRIPT, "--dry", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
@@ -44,9 +89,10 @@ def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
     )
     assert planned and int(planned[1]) > 0 and len(set(planned.groups())) == 1
 
-    suite = ElementTree.parse(tmp_path / "gpu-tests.xml").getroot().find("testsuite")
-    assert (suite.get("failures"), suite.get("errors")) == ("0", "0")
-    assert int(suite.get("tests")) == int(suite.get("skipped")) >= 7  # no CUDA here: all skip
+    tests, skips = skipped(tmp_path / "cuda-tests.xml")
+    assert tests == skips >= 5  # no CUDA here: all skip
+    tests, skips = skipped(tmp_path / "gpu-tests.xml")
+    assert tests == skips >= 3
 
     sharing = rows(tmp_path / "gpu_sharing.csv")
     assert [(r["mode"], r["trainers"]) for r in sharing] == [
@@ -70,11 +116,12 @@ def test_dry_run_runs_every_step_and_writes_the_tables(tmp_path):
         )
 
     paper = rows(tmp_path / "paper_smoke.csv")
+    # Most important first: a step cut short by its time limit loses the least.
     assert [r["workload"] for r in paper] == [
-        "cifar10_resnet", "lm1b_transformer", "common_crawl_transformer", "coco_ssd",
-        "imagenet_resnet",
+        "imagenet_resnet", "coco_ssd", "lm1b_transformer", "common_crawl_transformer",
+        "cifar10_resnet",
     ]  # fmt: skip
-    assert [r["model"] for r in paper] == ["CifarResNet", "CausalLM", "CausalLM", "SSD", "ResNet"]
+    assert [r["model"] for r in paper] == ["ResNet", "SSD", "CausalLM", "CausalLM", "CifarResNet"]
     for row in paper:
         assert row["steps"] == "1" and float(row["steps_per_s"]) > 0 and row["device"] == "cpu"
         assert "peak_memory_gib" in row

@@ -32,6 +32,7 @@ TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
                 "torchdata",
                 "lightning",
                 "datasets",
+                "transformers",
                 "sharing",
                 "experiments",
                 "analysis",

@@ -1,8 +1,11 @@
 """CUDA batches through CUDA IPC handles (needs a GPU; skipped without one).
 
 Producers and consumers run in spawned processes (CUDA cannot be used in a forked child of a
-process that initialised it). A child reports what it saw, or the error it hit, through a
-queue, so a failure is an assertion here rather than a timeout.
+process that initialised it), started through the `children` fixture, which stops any still
+running when the test ends, so a failed test cannot hang pytest at exit. A child reports what
+it saw, or the error it hit, through a queue, so a failure is an assertion here rather than a
+timeout. The first test is the one most likely to catch corruption: ``scripts/gpu-check.sh``
+runs this file first, in a pytest call of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from process_group import ProcessGroup
 
 pytestmark = [
     pytest.mark.gpu,
@@ -22,6 +26,17 @@ pytestmark = [
 SPAWN = mp.get_context("spawn")
 BATCHES, ROWS = 6, 8
 DEVICE = "cuda"  # where the batches are shared
+WAIT_S = 30  # for a child's endpoint or outcome: far above what a working one takes
+SLEEP_CYCLES = 20_000_000  # GPU clock cycles: ~10 ms on an H100 or H200
+
+
+@pytest.fixture
+def children():
+    """A `ProcessGroup` of spawned processes for the test; those still running at its end (a
+    producer serving forever, a consumer of a failed test) are terminated, then killed."""
+    group = ProcessGroup(SPAWN)
+    yield group
+    group.stop()
 
 
 def make_batch(index: int) -> dict:
@@ -102,16 +117,10 @@ def _consume_and_compare(endpoint, batch_size):
     return ids, problems
 
 
-def _start(target, *args) -> mp.Process:
-    process = SPAWN.Process(target=target, args=args)
-    process.start()
-    return process
-
-
 def _outcomes(results, count: int) -> list:
     outcomes = []
     for _ in range(count):
-        status, value = results.get(timeout=180)
+        status, value = results.get(timeout=WAIT_S)
         assert status == "ok", value
         outcomes.append(value)
     return outcomes
@@ -119,19 +128,55 @@ def _outcomes(results, count: int) -> list:
 
 def _join(processes) -> None:
     for process in processes:
-        process.join(60)
-        if process.is_alive():
-            process.kill()
-    assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
+        process.join(WAIT_S)
+    assert [p.exitcode for p in processes] == [0] * len(processes)
 
 
-def test_cuda_batches_arrive_intact_at_every_consumer_once():
+def _check_after_gpu_work(endpoint, sleep_cycles: int, count: int):
+    """Queue ``sleep_cycles`` of GPU sleep on each batch, then a copy of each of its tensors,
+    and move on without waiting, as a training loop does: the copies read the shared memory
+    only after the sleep, when this consumer has asked for later batches and the other one
+    may have released this batch. Every value of every copy is then checked."""
+    from sharing import Consumer
+    from sharing.layout import map_tensors
+
+    copies = []
+    for batch in Consumer(endpoint):
+        torch.cuda._sleep(sleep_cycles)
+        copies.append(map_tensors(batch, torch.Tensor.clone))
+    torch.cuda.synchronize()
+    expected = [make_batch(i) for i in range(count)]
+    problems = [
+        f"batch {index}: {problem}"
+        for index, (got, want) in enumerate(zip(copies, expected, strict=False))
+        for problem in _compare(got, want)
+    ]
+    return len(copies), problems
+
+
+def test_two_consumers_at_different_speeds_read_intact_batches_after_their_gpu_work(children):
+    # Each consumer releases a batch while its queued GPU work still has to read it, one
+    # twice as late as the other; distinct batches, so a block reused too early shows.
+    count = 4 * BATCHES
+    endpoints, results = SPAWN.Queue(), SPAWN.Queue()
+    producer = children.start(_serve, endpoints, [make_batch(i) for i in range(count)], 2, DEVICE)
+    endpoint = endpoints.get(timeout=WAIT_S)
+    consumers = [
+        children.start(_report, results, _check_after_gpu_work, endpoint, cycles, count)
+        for cycles in (SLEEP_CYCLES, 2 * SLEEP_CYCLES)
+    ]
+    outcomes = _outcomes(results, len(consumers))
+    _join([producer, *consumers])
+    assert outcomes == [(count, []), (count, [])]
+
+
+def test_cuda_batches_arrive_intact_at_every_consumer_once(children):
     endpoints, results = SPAWN.Queue(), SPAWN.Queue()
     batches = [make_batch(i) for i in range(BATCHES)]
-    producer = _start(_serve, endpoints, batches, 2, DEVICE)
-    endpoint = endpoints.get(timeout=120)
+    producer = children.start(_serve, endpoints, batches, 2, DEVICE)
+    endpoint = endpoints.get(timeout=WAIT_S)
     consumers = [
-        _start(_report, results, _consume_and_compare, endpoint, size) for size in (None, 4)
+        children.start(_report, results, _consume_and_compare, endpoint, size) for size in (None, 4)
     ]
     outcomes = _outcomes(results, len(consumers))
     _join([producer, *consumers])
@@ -161,10 +206,10 @@ def _consume_views(endpoint):
     return [tuple(t.cpu().tolist() for t in batch) for batch in Consumer(endpoint)]
 
 
-def test_views_into_one_cuda_storage_keep_their_offsets():
+def test_views_into_one_cuda_storage_keep_their_offsets(children):
     endpoints, results = SPAWN.Queue(), SPAWN.Queue()
-    producer = _start(_serve, endpoints, _Views(), 1, None)
-    consumer = _start(_report, results, _consume_views, endpoints.get(timeout=120))
+    producer = children.start(_serve, endpoints, _Views(), 1, None)
+    consumer = children.start(_report, results, _consume_views, endpoints.get(timeout=WAIT_S))
     (received,) = _outcomes(results, 1)
     _join([producer, consumer])
     base = torch.arange(BATCHES * 40, dtype=torch.float32)
@@ -184,16 +229,16 @@ def _consume_slowly(endpoint):
 
     sums = []
     for batch in Consumer(endpoint):
-        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before the batch is read
+        torch.cuda._sleep(SLEEP_CYCLES)  # GPU time before the batch is read
         sums.append(batch["images"].double().sum())
     return [float(s) for s in sums]
 
 
-def test_released_batches_stay_intact_while_queued_gpu_work_reads_them():
+def test_released_batches_stay_intact_while_queued_gpu_work_reads_them(children):
     endpoints, results = SPAWN.Queue(), SPAWN.Queue()
     batches = [make_batch(i) for i in range(BATCHES)] * 4  # the producer keeps allocating
-    producer = _start(_serve, endpoints, batches, 1, DEVICE)
-    consumer = _start(_report, results, _consume_slowly, endpoints.get(timeout=120))
+    producer = children.start(_serve, endpoints, batches, 1, DEVICE)
+    consumer = children.start(_report, results, _consume_slowly, endpoints.get(timeout=WAIT_S))
     (sums,) = _outcomes(results, 1)
     _join([producer, consumer])
     assert sums == [float(b["images"].double().sum()) for b in batches]
@@ -229,20 +274,29 @@ def _train(argv):
     return status, json.loads(Path(out).read_text())
 
 
-def test_harness_runs_train_on_cuda_batches_from_a_shared_producer(tmp_path, toy_workload):
+def test_harness_runs_train_on_cuda_batches_from_a_shared_producer(
+    tmp_path, toy_workload, children
+):
     toy_root = str(Path(sys.modules["toy_workloads"].__file__).parents[1])
     endpoints, results = SPAWN.Queue(), SPAWN.Queue()
-    producer = _start(_with_toy, toy_root, _serve_toy, endpoints, toy_workload)
-    endpoint = endpoints.get(timeout=120)
+    children.start(_with_toy, toy_root, _serve_toy, endpoints, toy_workload)  # serves forever
+    endpoint = endpoints.get(timeout=WAIT_S)
     trainers = []
     for lr in ("0.1", "0.05"):
         argv = ["--workload", toy_workload, "--lr", lr, "--device", DEVICE, "--threads", "1"]
         argv += ["--consume", endpoint, "--out", str(tmp_path / f"lr{lr}.json")]
-        trainers.append(_start(_report, results, _with_toy, toy_root, _train, argv))
+        trainers.append(children.start(_report, results, _with_toy, toy_root, _train, argv))
     outcomes = _outcomes(results, len(trainers))
     _join(trainers)
-    producer.terminate()
-    producer.join(30)
     for status, record in outcomes:
         assert status == 0 and record["reached"]
         assert record["device"].startswith(DEVICE) and record["consume"] == endpoint
+
+
+def test_a_batch_of_too_many_cuda_tensors_is_refused_when_described():
+    from sharing.layout import MAX_LAYOUT_BYTES, describe
+
+    tensors = [torch.full((4,), float(i), device=DEVICE) for i in range(200)]
+    describe(tensors[:100])  # about 440 bytes of layout each: 100 fit one message
+    with pytest.raises(TypeError, match=f"at most {MAX_LAYOUT_BYTES} bytes"):
+        describe(tensors)  # refused here, not when sent (which would stop the producer)

@@ -11,6 +11,8 @@
 * `sum_over_ranks`: adds a count up over DDP ranks; `delivered_counts` reads the exact counts
   out of a ``StatefulDataLoader`` state.
 * ``echo.torch.nodes.EchoNode`` (imports torchdata): the stage as a ``torchdata.nodes`` node.
+* ``echo.torch.trainer.EchoTrainer`` (imports transformers): echoing inside Hugging Face's
+  ``Trainer``.
 
 Every stateful stage saves the shape described in `echo.state`.
 """

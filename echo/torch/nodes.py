@@ -124,7 +124,12 @@ class EchoNode(BaseNode[T]):
     def get_state(self) -> dict[str, Any]:
         position = self._counts.emitted - self._epoch_start
         return make_state(
-            self._epoch, position, self._counts.fresh, self._counts.emitted, self._source_start
+            "EchoNode",
+            self._epoch,
+            position,
+            self._counts.fresh,
+            self._counts.emitted,
+            self._source_start,
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -214,14 +214,19 @@ class EchoOnStall:
 
     def state_dict(self) -> dict[str, Any]:
         """Progress in the shared shape of `echo.state`: ``epoch``, ``position`` (batches
-        yielded in it), ``fresh`` (fresh batches), ``emitted`` (all batches), and under
-        ``"source"`` the loader's state after the latest yielded fresh batch (when the loader
-        has ``state_dict``)."""
+        yielded in it), ``fresh`` (fresh batches), ``emitted`` (all batches), ``units`` (all
+        three in batches), and under ``"source"`` the loader's state after the latest yielded
+        fresh batch (when the loader has ``state_dict``; its counters in its own units, e.g.
+        `EchoLoader`'s ``fresh`` in examples)."""
         if self._resume_position is not None or self._in_epoch:
             epoch = self.epoch if self._resume_position is not None else self.epoch - 1
             position = self._resume_position or self._position
-            return make_state(epoch, position, self.fresh, self.emitted, self._source_state)
-        return make_state(self.epoch, 0, self.fresh, self.emitted, self._source_state)
+            return make_state(
+                "EchoOnStall", epoch, position, self.fresh, self.emitted, self._source_state
+            )
+        return make_state(
+            "EchoOnStall", self.epoch, 0, self.fresh, self.emitted, self._source_state
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from `state_dict`: the counts, and the loader's state through its

@@ -14,17 +14,26 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate, get_w
 
 from echo.core import (
     EchoCounts,
+    augment_takes_rng,
     check_factor,
     check_int,
     check_seed,
     check_shuffle_buffer,
     echo_items,
+    echoed_count,
     stage_rng,
 )
 from echo.points import EchoPoint
 from echo.state import check_state, make_state
 from echo.torch.distributed import resolve_rank
-from echo.torch.sources import check_source, is_indexable, is_one_shot, one_shot_error, shard
+from echo.torch.sources import (
+    check_source,
+    is_indexable,
+    is_one_shot,
+    one_shot_error,
+    shard,
+    shard_indices,
+)
 
 __all__ = ["EchoLoader", "PipelineSettings", "build_pipeline"]
 
@@ -110,6 +119,30 @@ class _Tagged(NamedTuple):
 
 def _identity(example: Any, rng: np.random.Generator) -> Any:
     return example
+
+
+class _ExampleOnly:
+    """Calls a one-argument (torchvision-style) ``augment(example)`` as ``(example, rng)``.
+
+    A class, not a closure, so that the pipeline still pickles into spawned workers.
+    """
+
+    def __init__(self, augment: Callable[[Any], Any]) -> None:
+        self.augment = augment
+
+    def __call__(self, example: Any, rng: np.random.Generator) -> Any:
+        return self.augment(example)
+
+
+def _as_augment(augment: Callable[..., Any]) -> Augment:
+    """``augment`` as ``(example, rng) -> example``, checked before the first batch
+    (`echo.core.augment_takes_rng`): one that takes the example alone is called with it only.
+
+    Raises:
+        ValueError: ``augment`` is not callable, or takes neither ``(example, rng)`` nor
+            ``(example)``.
+    """
+    return augment if augment_takes_rng(augment) else _ExampleOnly(augment)
 
 
 def _untouched(tagged: _Tagged) -> _Tagged:
@@ -237,6 +270,44 @@ class EchoLoader:
         """Make the next ``for`` loop run ``epoch`` (source order and draws depend on it)."""
         self.epoch = check_int(epoch, "epoch")
 
+    def batches_per_epoch(self, epoch: int | None = None) -> int:
+        """Batches one epoch delivers on this rank, echoes included, exactly (e.g. for a
+        learning-rate schedule's total steps).
+
+        With an integer factor every epoch has the same count; with a fractional one it
+        follows the epoch's seeded draws, which this replays without reading the source.
+
+        Args:
+            epoch: The epoch to count. Default None: the one the next ``for`` loop runs.
+
+        Raises:
+            TypeError: ``read`` is not sized and indexable (an iterable has no count until it
+                has been read).
+            ValueError: A bad ``epoch``.
+        """
+        read, settings = self._stages.read, self.settings
+        epoch = self.epoch if epoch is None else check_int(epoch, "epoch")
+        if not is_indexable(read):
+            raise TypeError(
+                "batches_per_epoch needs a sized, indexable read (a list or a map-style "
+                f"Dataset), got a {type(read).__name__}: count the batches of the first epoch "
+                "instead"
+            )
+        workers = max(1, settings.num_workers)
+        size, point = settings.batch_size, settings.point
+        total = 0
+        for worker in range(workers):
+            indices = range(len(read))
+            items = len(shard_indices(indices, worker, workers, settings.rank, settings.world_size))
+            if point in (EchoPoint.BEFORE_AUGMENT, EchoPoint.AFTER_AUGMENT):
+                rng = stage_rng(settings.seed, "echo", worker, epoch)
+                items = echoed_count(items, settings.factor, settings.shuffle_buffer, rng)
+            total += items // size if settings.drop_last else -(-items // size)
+        if point is EchoPoint.AFTER_BATCH:
+            rng = stage_rng(settings.seed, "batch_echo", epoch)
+            total = echoed_count(total, settings.factor, settings.shuffle_buffer, rng)
+        return total
+
     def _dataloader(self, epoch: int) -> DataLoader:
         self._stages.epoch = epoch
         seed = stage_rng(self.settings.seed, *self.settings.stream("loader", epoch))
@@ -286,14 +357,15 @@ class EchoLoader:
         self._epoch_steps, self._resume = saved["position"], None
         yield from batches
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict[str, Any]:
         """Progress in the shared shape of `echo.state`: ``epoch`` in progress (or next),
-        ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``) and
-        ``emitted`` (= ``steps``)."""
+        ``position`` (batches delivered in it), ``fresh`` (= ``fresh_examples``), ``emitted``
+        (= ``steps``), and ``units`` (``fresh`` in examples, the others in batches)."""
         if self._resume is not None:
-            return dict(self._resume)
+            return make_state("EchoLoader", **self._resume)
         in_epoch = self._epoch_steps > 0
         return make_state(
+            "EchoLoader",
             self.epoch - 1 if in_epoch else self.epoch,
             self._epoch_steps,
             self.fresh_examples,
@@ -346,7 +418,9 @@ def build_pipeline(
             iterable is split by position). A map-style Dataset without ``__len__`` is
             refused; a one-shot iterator read in this process raises on a second epoch.
         augment: ``augment(example, rng) -> example`` with ``rng`` a seeded
-            `numpy.random.Generator`. torch's global generator is seeded too, per (seed,
+            `numpy.random.Generator`, or ``augment(example) -> example`` (a one-argument
+            function or a torchvision transform, told apart by its signature when the
+            pipeline is built). torch's global generator is seeded too, per (seed,
             epoch, worker), so torchvision transforms are reproducible; with
             ``num_workers=0`` it is swapped in only while a batch is made, so training's own
             torch draws are unaffected. Default: identity.
@@ -362,8 +436,9 @@ def build_pipeline(
         An `EchoLoader`.
 
     Raises:
-        ValueError: A bad argument, or a setting given both in ``settings`` and by name; the
-            message names it and what is valid.
+        ValueError: A bad argument (also a non-iterable ``read`` or an ``augment`` that takes
+            neither ``(example, rng)`` nor ``(example)``), or a setting given both in
+            ``settings`` and by name; the message names it and what is valid.
         TypeError: Neither ``settings`` nor ``batch_size`` is given.
     """
     given = {name: value for name, value in options.items() if name in _SETTINGS}
@@ -381,5 +456,6 @@ def build_pipeline(
             f"loader options {list(_LOADER_OPTIONS)}"
         )
     check_source(read, "read")
-    stages = _ExampleStages(read, augment or _identity, collate or default_collate, settings)
+    augment = _identity if augment is None else _as_augment(augment)
+    stages = _ExampleStages(read, augment, collate or default_collate, settings)
     return EchoLoader(stages, settings, loader_options)

@@ -48,14 +48,27 @@ def one_shot_error(name: str = "source") -> RuntimeError:
 
 
 def check_source(source: object, name: str = "source") -> None:
-    """Refuse a map-style torch Dataset without ``__len__``.
+    """Refuse, when a stage is built, a source that could not be read when it is iterated.
 
-    Iterating such a dataset falls back to ``__getitem__(0), (1), ...``, which ends only at an
-    IndexError: a KeyError past the end, or an endless stream.
+    A map-style Dataset without ``__len__`` is refused too: iterating it falls back to
+    ``__getitem__(0), (1), ...``, which ends only at an IndexError (a KeyError past the end,
+    or an endless stream).
+
+    Args:
+        source: The source to check.
+        name: Argument name used in the error message. Default ``"source"``.
 
     Raises:
-        ValueError: ``source`` is a map-style Dataset without ``__len__``.
+        ValueError: ``source`` is not iterable (e.g. a number), or is a map-style Dataset
+            without ``__len__``.
     """
+    if type(source) in _PLAIN:
+        return
+    if not (hasattr(type(source), "__iter__") or hasattr(type(source), "__getitem__")):
+        raise ValueError(
+            f"{name} must be iterable (a list, a Dataset, a DataLoader or any iterable of "
+            f"examples or batches), got {type(source).__name__} {source!r:.80}"
+        )
     if (
         isinstance(source, Dataset)
         and not isinstance(source, IterableDataset)

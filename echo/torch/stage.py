@@ -17,6 +17,7 @@ from echo.core import (
     check_int,
     check_shuffle_buffer,
     echo_items,
+    echoed_count,
     resolve_seed,
     stage_rng,
 )
@@ -212,27 +213,50 @@ class Echo(IterableDataset, Generic[T]):
         )
 
     def batches_per_epoch(
-        self, batch_size: int, *, num_workers: int = 0, drop_last: bool = False
+        self,
+        batch_size: int,
+        *,
+        num_workers: int = 0,
+        drop_last: bool = False,
+        epoch: int | None = None,
     ) -> int:
         """Batches one epoch of ``DataLoader(self, batch_size, num_workers, drop_last)`` yields
-        on this rank (e.g. for ``OneCycleLR(total_steps=epochs * ...)``).
+        on this rank, exactly (e.g. for ``OneCycleLR(total_steps=...)``).
+
+        With an integer factor every epoch has the same count. With a fractional one the
+        count depends on the epoch's seeded draws, which this replays without reading the
+        source (about a microsecond per item): sum it over the epochs you train, e.g.
+        ``sum(stage.batches_per_epoch(128, num_workers=4, epoch=e) for e in range(epochs))``.
+        Each worker's share lies between ``floor(factor)`` and ``floor(factor) + 1`` copies
+        of its items.
+
+        Args:
+            batch_size: The DataLoader's batch size (an int >= 1).
+            num_workers: The DataLoader's workers. Default 0.
+            drop_last: The DataLoader's ``drop_last``. Default False.
+            epoch: The epoch to count. Default None: the epoch the stage runs next
+                (`epoch`). Only a fractional factor's count depends on it.
 
         Raises:
-            TypeError: The factor is fractional or the source is not sized and indexable.
-            ValueError: A bad ``batch_size`` or ``num_workers``.
+            TypeError: The source is not sized and indexable (count the batches of the first
+                epoch instead, or read ``emitted`` once it has ended).
+            ValueError: A bad ``batch_size``, ``num_workers`` or ``epoch``.
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
         workers = max(1, check_int(num_workers, "num_workers"))
-        if not self.factor.is_integer() or not is_indexable(self.source):
+        epoch = self.epoch if epoch is None else check_int(epoch, "epoch")
+        if not is_indexable(self.source):
             raise TypeError(
-                "batches_per_epoch needs an integer factor and a sized, indexable source; "
-                f"got factor={self.factor} and a {type(self.source).__name__}"
+                "batches_per_epoch needs a sized, indexable source (a list or a map-style "
+                f"Dataset), got a {type(self.source).__name__}: count the batches of the "
+                "first epoch instead, or read the stage's emitted count once it has ended"
             )
         indices = range(len(self.source))  # type: ignore[arg-type]
         total = 0
         for worker in range(workers):
             items = len(shard_indices(indices, worker, workers, self.rank, self.world_size))
-            items *= int(self.factor)
+            rng = stage_rng(self.seed, "echo", worker, epoch)
+            items = echoed_count(items, self.factor, self.shuffle_buffer, rng)
             total += items // batch_size if drop_last else -(-items // batch_size)
         return total
 
@@ -328,11 +352,12 @@ class Echo(IterableDataset, Generic[T]):
         self._resume = None
         yield from stream
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict[str, Any]:
         """The stage's progress in the shared shape of `echo.state` (for `load_state_dict`).
 
         Keys: ``epoch`` (the epoch in progress, or the next one once an epoch has ended),
-        ``position`` (items emitted in that epoch so far), ``fresh`` and ``emitted`` (totals).
+        ``position`` (items emitted in that epoch so far), ``fresh`` and ``emitted`` (totals),
+        and ``units`` (all three count items of the source).
         Inside a DataLoader worker (``StatefulDataLoader`` calls it there) it is that worker's
         own state; in the main process it covers the main process and, between epochs, the
         workers' totals. Resuming mid-epoch replays the epoch's draws up to ``position``, so it
@@ -345,16 +370,16 @@ class Echo(IterableDataset, Generic[T]):
                 between epochs.
         """
         if self._resume is not None:
-            return dict(self._resume)
+            return make_state("Echo", **self._resume)
         info = get_worker_info()
         if info is not None:
             row = self._workers.row(info.id)
             run = self._run
             if run is not None and not run.finished:
                 return make_state(
-                    run.epoch, row.emitted - run.start_emitted, row.fresh, row.emitted
+                    "Echo", run.epoch, row.emitted - run.start_emitted, row.fresh, row.emitted
                 )
-            return make_state(row.next_epoch, 0, row.fresh, row.emitted)
+            return make_state("Echo", row.next_epoch, 0, row.fresh, row.emitted)
         if self._workers.any_active():
             raise RuntimeError(
                 "Echo.state_dict() was called in the main process while DataLoader workers "
@@ -368,8 +393,8 @@ class Echo(IterableDataset, Generic[T]):
         in_epoch = run is not None and not run.finished and not (ticker and ticker.exhausted)
         if in_epoch:
             position = self._local.emitted + self._ticked() - run.start_emitted  # type: ignore[union-attr]
-            return make_state(run.epoch, position, self.fresh, self.emitted)  # type: ignore[union-attr]
-        return make_state(self.epoch, 0, self.fresh, self.emitted)
+            return make_state("Echo", run.epoch, position, self.fresh, self.emitted)  # type: ignore[union-attr]
+        return make_state("Echo", self.epoch, 0, self.fresh, self.emitted)
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Restore progress saved by `state_dict`; the next iteration resumes from it.

@@ -33,6 +33,11 @@ def record_paths():
     return sorted(PLAN.runs)
 
 
+def earlier_trials(wildcards):
+    """The records a censored search trial reads first (`PlannedRun.waits_for`)."""
+    return PLAN.runs[f"{OUT}/records/{wildcards.workload}/{wildcards.run_id}.json"].waits_for()
+
+
 def run_args(wildcards, output):
     """`python -m experiments.run` arguments of the run that writes ``output[0]``."""
     return shlex.join(PLAN.runs[output[0]].args())

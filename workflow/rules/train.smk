@@ -3,6 +3,9 @@ rule train:
     input:
         # ancient: a refreshed data cache does not make existing records stale
         ancient(f"{OUT}/data/{{workload}}.json"),
+        # a censored trial reads its search's earlier trials: they train first (ancient: an
+        # earlier trial retrained does not retrain the later ones, which stay exact)
+        ancient(earlier_trials),
     output:
         f"{OUT}/records/{{workload}}/{{run_id}}.json",
     log:

@@ -1,26 +1,22 @@
 """Snakemake script of rule `aggregate`: records -> results/runs.csv, results/eval_curves.csv.
 
 Every record is first checked against the run its config asks for, with the workloads'
-current defaults filled in (`run_contract.identity.RunSpec.mismatches`): a stale record is
-refused, naming the field, never drawn.
+current defaults filled in (`experiments.study.record_problems`: `RunSpec.mismatches`, and a
+censored trial's incumbent against its search's earlier trials): a stale record is refused,
+naming the field, never drawn.
 """
 
-import json
 import sys
 
 from analysis.records import aggregate, write_tables
-from experiments import registry
-from experiments.study import plan
+from experiments.study import plan, record_problems
 
 snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
 study_plan = plan(snakemake.config)
 with open(snakemake.log[0], "w") as log:
     stale = []
     for path in snakemake.input:
-        spec = study_plan.runs[path].spec
-        with open(path) as file:
-            found = spec.mismatches(json.load(file), registry.defaults(spec.workload, spec.scale))
-        stale += [f"{path}: {m}" for m in found]
+        stale += [f"{path}: {m}" for m in record_problems(path, study_plan)]
     if stale:
         print(
             "records that are not the runs the config asks for (delete them to retrain):", file=log

@@ -1,0 +1,79 @@
+"""What censored trials cost before they train: landed trials replayed (analysis.cost), and
+``python -m analysis cost`` stating it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.cost import censored_costs, expected_costs
+
+CONDITION = {
+    "study": "insertion", "workload": "w", "echo_point": "none", "echo_factor": 1.0,
+    "shuffle_buffer": 0, "batch_size": 32,
+}  # fmt: skip
+
+
+def record(trial: int, metrics: list[float]) -> dict:
+    """A trial evaluated every 100 fresh examples (1 s of training each) to a 0.9 target."""
+    curve = [
+        {"fresh_examples": 100 * i, "steps": i, "wall_s": float(i), "metric": m, "metrics": {}}
+        for i, m in enumerate(metrics)
+    ]
+    reached = metrics[-1] >= 0.9
+    return {
+        "search": {"trial": trial}, "target": {"metric": "a", "value": 0.9, "direction": "max"},
+        "budget": {"max_fresh": 1000}, "eval_curve": curve, "reached": reached,
+        "fresh_examples_to_target": curve[-1]["fresh_examples"] if reached else None,
+        "final": {"fresh_examples": curve[-1]["fresh_examples"], "wall_s": float(len(curve) - 1)},
+    }  # fmt: skip
+
+
+# search 0: trial 0 reaches at 200; trial 1 would reach at 500 (censored at 200: 2 of 5 s)
+# search 1: trial 0 reaches at 400; trial 1 misses its budget (censored at 400: 4 of 10 s)
+RECORDS = {
+    "r0t0": record(0, [0.1, 0.5, 0.95]),
+    "r0t1": record(1, [0.1, 0.2, 0.3, 0.4, 0.5, 0.95]),
+    "r1t0": record(0, [0.1, 0.2, 0.3, 0.5, 0.91]),
+    "r1t1": record(1, [0.1] * 11),
+}
+
+
+def runs_table() -> pd.DataFrame:
+    rows = []
+    for name, rec in RECORDS.items():
+        total = 10.0 * rec["final"]["wall_s"]  # set-up and evaluation in proportion
+        rows.append({**CONDITION, "record": name, "repetition": int(name[1]),
+                     "trial": rec["search"]["trial"], "total_s": total})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_landed_trials_replayed_give_a_censored_trials_cost():
+    (costs,) = censored_costs(runs_table(), read=RECORDS.__getitem__).to_dict("records")
+    assert (costs["searches"], costs["trials"]) == (2, 2)
+    assert costs["full_s"] == pytest.approx((20 + 50 + 40 + 100) / 4)
+    # within its own search: r0t1 stops at 200 (20 of 50 s), r1t1 at 400 (40 of 100 s)
+    assert costs["within_s"] == pytest.approx((20 + 40) / 2)
+    # against the other search's best: r0t0 vs 400 runs on (20), r0t1 vs 400 stops at 400
+    # (40), r1t0 vs 200 stops at 200 (20), r1t1 vs 200 stops at 200 (20)
+    assert costs["past_s"] == pytest.approx((20 + 40 + 20 + 20) / 4)
+
+
+def test_each_planned_run_takes_its_conditions_censored_cost_and_a_new_factor_a_scaled_one():
+    costs = censored_costs(runs_table(), read=RECORDS.__getitem__)
+    echo = {**CONDITION, "echo_point": "before_augment", "echo_factor": 2.0}
+    costs = pd.concat([costs, costs.assign(**echo)], ignore_index=True)
+    planned = pd.DataFrame(
+        [
+            {**CONDITION, "trial": 0, "censored": False},
+            {**CONDITION, "trial": 1, "censored": True},
+            {**CONDITION, "trial": 7, "censored": True},
+            {**CONDITION, "trial": None, "censored": False},
+            {**echo, "echo_factor": 8.0, "trial": 9, "censored": True},
+            {**CONDITION, "workload": "other", "trial": 3, "censored": True},
+        ]
+    )
+    expected = expected_costs(planned, costs).tolist()
+    assert expected[:3] == pytest.approx([52.5, 30.0, 25.0])
+    assert pd.isna(expected[3]) and pd.isna(expected[5])  # not tuned; nothing landed
+    assert expected[4] == pytest.approx(25.0 * 8 / 2)  # e = 2's, times 4 steps per fresh one
