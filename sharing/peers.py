@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from sharing import cuda_share, protocol
 from sharing import endpoint as endpoints
-from sharing import protocol
 from sharing.errors import ProtocolError
 from sharing.policy import Refusal
 from sharing.store import BatchStore
@@ -73,6 +73,9 @@ class Peer:
         catchup: Batches loaded again for it that come before anything live (`CatchUp`).
         deferred: Live messages queued behind its catch-up.
         segments: Recycled segments whose descriptor it has (sent once each).
+        unsent: The first queued message, once made (its CUDA references, made with it, are
+            kept until it is sent, or lowered here if it never is).
+        cuda: Whether it was sent a CUDA reference (`sharing.cuda_share`).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
     """
@@ -92,6 +95,8 @@ class Peer:
     catchup: deque[CatchUp] = field(default_factory=deque)
     deferred: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     segments: set[int] = field(default_factory=set)
+    unsent: tuple[bytes, list[int], list[dict]] | None = None
+    cuda: bool = False
     left: bool = False
     closed: bool = False
 
@@ -117,7 +122,9 @@ class Peer:
         sent = 0
         while self.outbox:
             entry = self.outbox[0]
-            body, fds = _record(entry, store, self.segments)
+            if self.unsent is None:
+                self.unsent = _record(entry, store, self.segments)
+            body, fds, references = self.unsent
             try:
                 if fds:
                     socket.send_fds(self.sock, [body], fds)
@@ -125,6 +132,8 @@ class Peer:
                     self.sock.send(body)
             except BlockingIOError:
                 break
+            self.unsent = None
+            self.cuda = self.cuda or bool(references)
             self.outbox.popleft()
             if isinstance(entry, SendBatch):
                 self.held.add(entry.seq)
@@ -158,7 +167,12 @@ class Peer:
         return True
 
     def release_all(self, store: BatchStore) -> None:
-        """Let go of everything queued or held (the consumer is gone)."""
+        """Let go of everything queued or held (the consumer is gone), and lower the counters
+        of CUDA references made for a message it never got."""
+        if self.unsent is not None:
+            for ipc in self.unsent[2]:
+                cuda_share.release_counter(ipc)
+            self.unsent = None
         for entry in (*self.outbox, *self.deferred):
             if isinstance(entry, SendBatch):
                 store.unref(entry.seq, self.cid)
@@ -223,17 +237,19 @@ class Peer:
 
 def _record(
     entry: SendBatch | SendEndEpoch, store: BatchStore, segments: set[int]
-) -> tuple[bytes, list[int]]:
-    """A queued entry's message and descriptors (a recycled segment's only the first time,
-    to a peer that has not got it: ``segments``)."""
+) -> tuple[bytes, list[int], list[dict]]:
+    """A queued entry's message, descriptors (a recycled segment's only the first time, to a
+    peer that has not got it: ``segments``) and the CUDA references made for it, one per
+    CUDA tensor (`sharing.cuda_share.for_send`)."""
     if isinstance(entry, SendBatch):
         batch = store[entry.seq]
+        layout, references = cuda_share.for_send(batch.layout, batch.keep)
         body = protocol.encode(
-            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=batch.layout,
+            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=layout,
             segment=batch.segment,
         )  # fmt: skip
-        return body, [] if batch.segment in segments else batch.fds
-    return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), []
+        return body, [] if batch.segment in segments else batch.fds, references
+    return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), [], []
 
 
 class Peers:
@@ -332,8 +348,48 @@ class Peers:
                 log.warning("dropped a connection that sent no hello (pid %d)", peer.pid)
                 self.drop(peer, "left")
 
+    def await_cuda_consumers(
+        self, end: bytes, untold: list[Peer], read: Callable[[Peer], None], limit_s: float
+    ) -> None:
+        """After the stream's ``end`` message: read (with ``read``) the releases and leaves of
+        the peers sent CUDA batches until each has left, at most ``limit_s``, logging a
+        warning for each still there (their tensors are this process's memory; the counters
+        of torch's references keep it reserved only while it lives). ``untold``: peers the
+        ``end`` message did not fit yet, sent it again meanwhile."""
+        waiting = [peer for peer in self._peers.values() if peer.cuda]
+        if not waiting or self.selector is None:
+            return
+        for key in list(self.selector.get_map().values()):
+            if not (isinstance(key.data, Peer) and key.data.cuda):
+                self.selector.unregister(key.fileobj)
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and any(p.cid in self._peers for p in waiting):
+            untold = [p for p in untold if p.cid in self._peers and not _sent(p, end)]
+            for key, _ in self.selector.select(timeout=0.2):
+                self.guarded(key.data, read)
+            self.check(time.monotonic())
+        for peer in waiting:
+            if peer.cid in self._peers:
+                log.warning(
+                    "consumer %d (pid %d) has not left %g s after the stream's end "
+                    "(cuda_release_s), %d CUDA batches unreleased: the producer closes now, "
+                    "and that consumer's CUDA tensors from it may read freed memory once this "
+                    "process exits. End each consumer's loop, or call Consumer.leave(), before "
+                    "the producer exits, or raise cuda_release_s",
+                    peer.cid, peer.pid, limit_s, len(peer.held),
+                )  # fmt: skip
+
     def close(self) -> None:
         """Close every connection."""
         for peer in self._peers.values():
             peer.sock.close()
         self._peers.clear()
+
+
+def _sent(peer: Peer, message: bytes) -> bool:
+    """Whether ``message`` went to ``peer`` without waiting."""
+    try:
+        peer.sock.send(message, socket.MSG_DONTWAIT)
+    except OSError:
+        return False
+    return True

@@ -297,6 +297,6 @@ def test_a_batch_of_too_many_cuda_tensors_is_refused_when_described():
     from sharing.layout import MAX_LAYOUT_BYTES, describe
 
     tensors = [torch.full((4,), float(i), device=DEVICE) for i in range(200)]
-    describe(tensors[:100])  # about 440 bytes of layout each: 100 fit one message
+    describe(tensors[:100])  # up to about 520 bytes of layout each: 100 fit one message
     with pytest.raises(TypeError, match=f"at most {MAX_LAYOUT_BYTES} bytes"):
         describe(tensors)  # refused here, not when sent (which would stop the producer)

@@ -1,0 +1,278 @@
+"""CUDA IPC references, checked on the CPU: what the producer and consumers do with them is
+plain bookkeeping, so it runs here with tensors that report a CUDA device and stand-ins for
+torch's share, release and synchronize calls (`sharing.cuda_share`). What torch then does
+with a reference on a GPU is `test_sharing_cuda.py`'s."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+from sharing import Consumer, Producer, cuda_share, protocol
+from sharing.endpoint import connect, default_endpoint, listen
+from sharing.layout import describe
+from sharing.peers import Peer
+from sharing.store import BatchStore
+
+WAIT_S = 10.0
+
+
+class FakeCuda(torch.Tensor):
+    """A CPU tensor that says it is on cuda:0 (what the producer checks to share it)."""
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", 0)
+
+
+def cuda_batch(index: int) -> tuple:
+    return (torch.full((4,), float(index)).as_subclass(FakeCuda), "label")
+
+
+class Torch:
+    """Stand-ins for torch's CUDA IPC calls, logging each: a share makes a counter of its own
+    (named by its number), a release lowers one, a synchronize waits for a device."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.log: list[tuple] = []
+        self.shared: list[dict] = []
+        self.released: list[dict] = []
+        monkeypatch.setattr(cuda_share, "share_tensor", self.share)
+        monkeypatch.setattr(cuda_share, "release_counter", self.released.append)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda d: self.log.append(("sync", d)))
+
+    def share(self, tensor: torch.Tensor) -> dict:
+        ipc = ipc_fields(len(self.shared), tensor.untyped_storage().nbytes())
+        self.shared.append(ipc)
+        self.log.append(("share", float(tensor[0])))
+        return ipc
+
+
+def ipc_fields(counter: int, size: int = 16) -> dict:
+    return {
+        "device": 0, "handle": base64.b64encode(b"memory").decode(), "size": size,
+        "storage_offset": 0, "ref_counter_handle": base64.b64encode(b"counters").decode(),
+        "ref_counter_offset": counter, "event_handle": None, "event_sync_required": False,
+    }  # fmt: skip
+
+
+class RawConsumer:
+    """A consumer that speaks the protocol itself and opens no batch: it sees each batch
+    message's references as sent."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.sock = connect(endpoint, WAIT_S)
+        protocol.send(self.sock, "hello", version=protocol.PROTOCOL_VERSION, batch_size=None,
+                      late_join="auto", pid=os.getpid())  # fmt: skip
+        self.sock.settimeout(WAIT_S)
+        self.welcome = self.next()
+        assert self.welcome["type"] == "welcome", self.welcome
+
+    def next(self) -> dict:
+        message, fds = protocol.recv(self.sock)
+        for fd in fds:
+            os.close(fd)
+        assert message is not None, "the producer closed the connection"
+        return message
+
+    def counters(self, release: bool = True) -> list[list[int]]:
+        """Each batch's reference counters until the epoch's end, releasing each batch."""
+        counters = []
+        while (message := self.next())["type"] == "batch":
+            counters.append(offsets(message))
+            if release:
+                protocol.send(self.sock, "release", seq=message["seq"])
+        assert message["type"] == "end_epoch", message
+        return counters
+
+    def leave(self) -> None:
+        protocol.send(self.sock, "leave")
+        self.sock.close()
+
+
+def offsets(message: dict) -> list[int]:
+    """The reference counters of a batch message's CUDA tensors."""
+    return [ipc["ref_counter_offset"] for ipc in cuda_share.ipc_fields(message["layout"])]
+
+
+def serving(producer: Producer) -> threading.Thread:
+    thread = threading.Thread(target=producer.serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_each_consumer_gets_references_of_its_own_for_every_tensor_it_is_sent(monkeypatch):
+    fake = Torch(monkeypatch)
+    batches = [cuda_batch(i) for i in range(3)]
+    with Producer(batches, consumers=2) as producer:
+        thread = serving(producer)
+        first, second = RawConsumer(producer.endpoint), RawConsumer(producer.endpoint)
+        seen = [first.counters(), second.counters()]
+        for consumer in (first, second):
+            assert consumer.next()["type"] == "end"
+            consumer.leave()
+        thread.join(WAIT_S)
+    # one reference per tensor per send, as torch makes one per pickle: no counter is shared
+    assert [len(c) for c in seen] == [3, 3]
+    counters = [counter for per_consumer in seen for batch in per_consumer for counter in batch]
+    assert sorted(counters) == list(range(len(fake.shared))) == list(range(6))
+    assert fake.released == []  # every one was sent: the consumers lower them
+
+
+def test_a_late_joiners_replayed_batches_come_with_references_of_its_own(monkeypatch):
+    fake = Torch(monkeypatch)
+    batches = [cuda_batch(i) for i in range(4)]
+    with Producer(batches, max_lag=1, replay_batches=2) as producer:
+        thread = serving(producer)
+        first = RawConsumer(producer.endpoint)
+        batch = first.next()  # held, unreleased: the producer waits at max_lag=1
+        late = RawConsumer(producer.endpoint)
+        assert late.welcome["mode"] == "replay"
+        protocol.send(first.sock, "release", seq=batch["seq"])
+        late_all: list = []
+        reading = threading.Thread(target=lambda: late_all.extend(late.counters()))
+        reading.start()  # both read at once: each holds the other back at max_lag=1
+        first_rest = first.counters()
+        reading.join(WAIT_S)
+        for consumer in (first, late):
+            consumer.leave()
+        thread.join(WAIT_S)
+    firsts = offsets(batch) + [c for counters in first_rest for c in counters]
+    lates = [counter for counters in late_all for counter in counters]
+    assert len(firsts) == len(lates) == 4
+    assert set(firsts).isdisjoint(lates)  # batch 0's replay too
+    assert len(fake.shared) == 8
+
+
+def test_a_loaders_own_cuda_batch_is_shared_only_after_its_device_finished_making_it(
+    monkeypatch,
+):
+    # A loader may make its CUDA tensors on a stream of its own, which the event recorded at
+    # share time (on the producer's stream) would not cover: the device is synchronised first.
+    fake = Torch(monkeypatch)
+    with Producer([cuda_batch(i) for i in range(3)]) as producer:
+        thread = serving(producer)
+        consumer = RawConsumer(producer.endpoint)
+        consumer.counters()
+        consumer.leave()
+        thread.join(WAIT_S)
+    syncs = [entry for entry in fake.log if entry[0] == "sync"]
+    assert syncs == [("sync", torch.device("cuda", 0))] * 3
+    for value in (0.0, 1.0, 2.0):
+        first_share = fake.log.index(("share", value))
+        assert sum(entry[0] == "sync" for entry in fake.log[:first_share]) > value
+
+
+def test_cpu_batches_wait_for_no_device(monkeypatch):
+    fake = Torch(monkeypatch)
+    with Producer([torch.arange(4)] * 2) as producer:
+        thread = serving(producer)
+        consumer = RawConsumer(producer.endpoint)
+        assert consumer.counters() == [[], []]
+        thread.join(WAIT_S)  # returns with the consumer still connected: no CUDA memory
+        assert not thread.is_alive()
+        consumer.sock.close()
+    assert fake.log == []
+
+
+def test_the_producer_outlives_its_cuda_batches_until_every_consumer_has_left(monkeypatch):
+    Torch(monkeypatch)
+    with Producer([cuda_batch(i) for i in range(2)]) as producer:
+        thread = serving(producer)
+        consumer = RawConsumer(producer.endpoint)
+        consumer.counters(release=False)  # its tensors would still be in use
+        assert consumer.next()["type"] == "end"
+        thread.join(1.0)
+        assert thread.is_alive()  # its memory is what the consumer reads
+        consumer.leave()
+        left = time.monotonic()
+        thread.join(WAIT_S)
+        assert not thread.is_alive()
+        assert time.monotonic() - left < 2.0
+    assert producer.metrics()["consumers_left"] == 1
+
+
+def test_a_consumer_that_does_not_leave_is_waited_for_cuda_release_s_then_named(
+    monkeypatch, caplog
+):
+    Torch(monkeypatch)
+    caplog.set_level(logging.WARNING, logger="sharing.producer")
+    with Producer([cuda_batch(i) for i in range(2)], cuda_release_s=0.5) as producer:
+        thread = serving(producer)
+        consumer = RawConsumer(producer.endpoint)
+        consumer.counters(release=False)
+        ended = time.monotonic()
+        thread.join(WAIT_S)
+        waited = time.monotonic() - ended
+    assert 0.4 < waited < 3.0
+    assert (
+        f"consumer 0 (pid {os.getpid()}) has not left 0.5 s after the stream's end "
+        "(cuda_release_s), 2 CUDA batches unreleased" in caplog.text
+    )
+    consumer.sock.close()
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "60", None])
+def test_cuda_release_s_must_be_a_positive_number_of_seconds(value):
+    with pytest.raises(ValueError, match=f"cuda_release_s must be .*, got {value!r}"):
+        Producer([torch.zeros(1)], cuda_release_s=value)
+
+
+def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_opened(
+    monkeypatch,
+):
+    fake = Torch(monkeypatch)
+    endpoint = default_endpoint()
+    listener = listen(endpoint)
+    layout, _, keep = describe(cuda_batch(0))
+    seen_leave = threading.Event()
+
+    def send_batch(sock: socket.socket, seq: int) -> None:
+        sent, _ = cuda_share.for_send(layout, keep)
+        protocol.send(sock, "batch", seq=seq, epoch=0, index=seq, layout=sent, segment=None)
+
+    def producer() -> None:
+        listener.setblocking(True)
+        sock, _ = listener.accept()
+        protocol.recv(sock)  # hello
+        protocol.send(sock, "welcome", version=protocol.PROTOCOL_VERSION, consumer_id=0,
+                      batches_per_epoch=None, epoch=0, start_index=0, mode="start")  # fmt: skip
+        for seq in range(3):
+            send_batch(sock, seq)
+        sock.settimeout(WAIT_S)
+        message, _ = protocol.recv(sock)
+        seen_leave.set()
+        assert message["type"] == "leave"
+        send_batch(sock, 3)  # sent before the leave was read, in a real producer
+        time.sleep(0.2)
+        sock.close()
+
+    server = threading.Thread(target=producer)
+    server.start()
+    consumer = Consumer(endpoint)
+    epochs = consumer.epochs()
+    next(epochs)  # reads batch 0 ahead, unopened
+    consumer.leave()
+    server.join(WAIT_S)
+    listener.close()
+    assert seen_leave.is_set()
+    # 0 read ahead, 1 and 2 in its socket, 3 in flight: none opened, each lowered once
+    assert sorted(ipc["ref_counter_offset"] for ipc in fake.released) == [0, 1, 2, 3]
+
+
+def test_references_made_for_a_message_never_sent_are_lowered_by_the_producer(monkeypatch):
+    fake = Torch(monkeypatch)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    peer = Peer(0, mine, os.getpid())
+    peer.unsent = (b"{}", [], [ipc_fields(7)])  # made, then the socket was full
+    peer.release_all(BatchStore())
+    assert fake.released == [ipc_fields(7)] and peer.unsent is None
+    mine.close()
+    theirs.close()
