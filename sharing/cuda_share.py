@@ -47,6 +47,7 @@ __all__ = [
 Share = Callable[[torch.Tensor], dict]
 """A CUDA tensor -> the ``ipc`` fields of a new reference to its storage."""
 
+_COUNTERS_PER_FILE = 10_000  # torch's CUDA_IPC_REF_COUNTER_FILE_SIZE
 _B64_OF_64_BYTES = "A" * 88
 IPC_BOUND = {
     "device": 99,
@@ -97,13 +98,17 @@ def release_counter(ipc: dict) -> None:
     does for a storage its process has open already).
 
     Args:
-        ipc (dict): A reference's ``ipc`` fields, as `share_tensor` gives them.
+        ipc (dict): A reference's ``ipc`` fields, as `share_tensor` gives them (malformed
+            ones, which name no counter torch made, are ignored).
     """
-    handle = ipc["ref_counter_handle"]
-    if handle is not None:
-        torch.UntypedStorage._release_ipc_counter_cuda(
-            base64.b64decode(handle), ipc["ref_counter_offset"]
-        )
+    handle, offset = ipc.get("ref_counter_handle"), ipc.get("ref_counter_offset")
+    if not isinstance(handle, str) or not isinstance(offset, int) or isinstance(offset, bool):
+        return
+    if not 0 <= offset < _COUNTERS_PER_FILE:  # torch writes there unchecked
+        return
+    with contextlib.suppress(ValueError):  # not base64
+        name = base64.b64decode(handle, validate=True)
+        torch.UntypedStorage._release_ipc_counter_cuda(name, offset)
 
 
 def _cuda_nodes(layout: Any) -> Iterator[dict]:

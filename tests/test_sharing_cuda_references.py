@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -276,3 +277,26 @@ def test_references_made_for_a_message_never_sent_are_lowered_by_the_producer(mo
     assert fake.released == [ipc_fields(7)] and peer.unsent is None
     mine.close()
     theirs.close()
+
+
+def test_a_release_lowers_torchs_counter_in_its_shared_memory_file():
+    # torch's counters live in a shared-memory file: a header, then int64 counters from byte
+    # 64. The release is torch's own call, which needs no GPU.
+    name = f"torch_sharing_test_{os.getpid()}"
+    path = f"/dev/shm/{name}"
+    counters = np.zeros(8 + 10_000, dtype=np.int64)
+    counters[0] = 1  # the header's mapping count: the producer's own mapping
+    counters[8 + 5] = counters[8 + 6] = 1
+    counters.tofile(path)
+    try:
+        ipc = {
+            **ipc_fields(5),
+            "ref_counter_handle": base64.b64encode(f"/{name}".encode()).decode(),
+        }
+        cuda_share.release_counter(ipc)
+        cuda_share.release_counter({**ipc, "ref_counter_offset": 10_000})  # outside: ignored
+        cuda_share.release_counter({**ipc, "ref_counter_handle": "not base64!"})
+        after = np.fromfile(path, dtype=np.int64)
+    finally:
+        os.unlink(path)
+    assert after[8 + 4 : 8 + 7].tolist() == [0, 0, 1]  # counter 5 lowered, no other
