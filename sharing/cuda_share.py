@@ -10,7 +10,8 @@ place among the batch's kept tensors, and `for_send` gives every send, a late jo
 replay included, handles of its own: no consumer's release frees memory another still
 reads, and a consumer's memory stays reserved while echo_on_stall, a re-cut or any tensor of
 its own still holds it. A consumer that leaves lowers the counters of the batches it never
-opened (`release_unopened`); one whose send never happened is lowered by the producer.
+opened (`release_unopened`); one whose send never happened is lowered by the producer,
+which reads the others' counters (`held`) to outlive every consumer's last tensor.
 
 A loader that makes CUDA tensors itself may make them on a stream of its own, which the
 event torch records at share time (on the producer's current stream) does not cover:
@@ -36,6 +37,7 @@ __all__ = [
     "IPC_BOUND",
     "cuda_devices",
     "for_send",
+    "held",
     "ipc_fields",
     "release_counter",
     "release_in_flight",
@@ -48,6 +50,8 @@ Share = Callable[[torch.Tensor], dict]
 """A CUDA tensor -> the ``ipc`` fields of a new reference to its storage."""
 
 _COUNTERS_PER_FILE = 10_000  # torch's CUDA_IPC_REF_COUNTER_FILE_SIZE
+_SHM = "/dev/shm"  # where shm_open puts torch's counter files
+_HEADER_BYTES = 64  # a counter file's header (its mapping count), before the counters
 _B64_OF_64_BYTES = "A" * 88
 IPC_BOUND = {
     "device": 99,
@@ -109,6 +113,34 @@ def release_counter(ipc: dict) -> None:
     with contextlib.suppress(ValueError):  # not base64
         name = base64.b64decode(handle, validate=True)
         torch.UntypedStorage._release_ipc_counter_cuda(name, offset)
+
+
+def held(references: list[dict]) -> list[dict]:
+    """The references (``ipc`` fields, as `share_tensor` makes them) that a receiver still
+    holds: torch's counter for it is above 0. Counters are read from torch's counter file
+    (``/dev/shm`` + its name: a 64-byte header, then one int64 per reference); a file that is
+    gone (torch removes one once every counter in it is 0) holds none.
+
+    Args:
+        references (list[dict]): References made by this process.
+
+    Returns:
+        list[dict]: Those still held, in order.
+    """
+    still = []
+    for ipc in references:
+        handle, offset = ipc.get("ref_counter_handle"), ipc.get("ref_counter_offset")
+        if not isinstance(handle, str) or not isinstance(offset, int):
+            continue
+        try:
+            with open(_SHM + base64.b64decode(handle).decode(), "rb") as counters:
+                counters.seek(_HEADER_BYTES + 8 * offset)
+                value = counters.read(8)
+        except (OSError, ValueError):
+            continue
+        if len(value) == 8 and int.from_bytes(value, "little", signed=True) > 0:
+            still.append(ipc)
+    return still
 
 
 def _cuda_nodes(layout: Any) -> Iterator[dict]:

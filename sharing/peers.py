@@ -76,6 +76,8 @@ class Peer:
         unsent: The first queued message, once made (its CUDA references, made with it, are
             kept until it is sent, or lowered here if it never is).
         cuda: Whether it was sent a CUDA reference (`sharing.cuda_share`).
+        references: The CUDA references sent to it that it may still hold (pruned at each
+            send, as torch's counters reach 0).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
     """
@@ -97,6 +99,7 @@ class Peer:
     segments: set[int] = field(default_factory=set)
     unsent: tuple[bytes, list[int], list[dict]] | None = None
     cuda: bool = False
+    references: list[dict] = field(default_factory=list)
     left: bool = False
     closed: bool = False
 
@@ -133,7 +136,9 @@ class Peer:
             except BlockingIOError:
                 break
             self.unsent = None
-            self.cuda = self.cuda or bool(references)
+            if references:
+                self.cuda = True
+                self.references = [*cuda_share.held(self.references), *references]
             self.outbox.popleft()
             if isinstance(entry, SendBatch):
                 self.held.add(entry.seq)
@@ -266,6 +271,7 @@ class Peers:
         self.listener, self.store, self.hello_timeout_s = listener, store, hello_timeout_s
         self.selector: selectors.BaseSelector | None = None
         self.on_drop: Callable[[int], None] = lambda cid: None  # told each dropped cid
+        self.departed: list[Peer] = []  # dropped, alive, and holding CUDA references
         self.counts = {"joined": 0, "left": 0, "lost": 0}
         self._peers: dict[int, Peer] = {}
         self._next_cid = 0
@@ -334,6 +340,7 @@ class Peers:
                 self.selector.unregister(peer.sock)
         peer.sock.close()
         peer.release_all(self.store)
+        self.departed = [p for p in [*self.departed, peer] if _holds_cuda(p)]
         self.on_drop(peer.cid)
         if peer.welcomed:
             self.counts[why] += 1
@@ -348,42 +355,51 @@ class Peers:
                 log.warning("dropped a connection that sent no hello (pid %d)", peer.pid)
                 self.drop(peer, "left")
 
-    def await_cuda_consumers(
+    def await_cuda_release(
         self, end: bytes, untold: list[Peer], read: Callable[[Peer], None], limit_s: float
     ) -> None:
-        """After the stream's ``end`` message: read (with ``read``) the releases and leaves of
-        the peers sent CUDA batches until each has left, at most ``limit_s``, logging a
-        warning for each still there (their tensors are this process's memory; the counters
-        of torch's references keep it reserved only while it lives). ``untold``: peers the
-        ``end`` message did not fit yet, sent it again meanwhile."""
-        waiting = [peer for peer in self._peers.values() if peer.cuda]
-        if not waiting or self.selector is None:
+        """After the stream's ``end`` message: go on reading (with ``read``) the messages of
+        the peers sent CUDA batches, until no consumer process, connected or gone, holds a
+        CUDA reference this process made (torch's counters, `sharing.cuda_share.held`) or is
+        alive; at most ``limit_s``, then a warning names each still holding some. (Their
+        tensors are this process's memory, kept for them only while it lives.) ``untold``:
+        peers the ``end`` message did not fit yet, sent it again meanwhile."""
+        if self.selector is None:
             return
         for key in list(self.selector.get_map().values()):
             if not (isinstance(key.data, Peer) and key.data.cuda):
                 self.selector.unregister(key.fileobj)
         deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline and any(p.cid in self._peers for p in waiting):
+        waiting = [p for p in [*self._peers.values(), *self.departed] if _holds_cuda(p)]
+        while waiting and time.monotonic() < deadline:
             untold = [p for p in untold if p.cid in self._peers and not _sent(p, end)]
-            for key, _ in self.selector.select(timeout=0.2):
+            for key, _ in self.selector.select(timeout=0.1):
                 self.guarded(key.data, read)
             self.check(time.monotonic())
+            waiting = [p for p in waiting if _holds_cuda(p)]
         for peer in waiting:
-            if peer.cid in self._peers:
-                log.warning(
-                    "consumer %d (pid %d) has not left %g s after the stream's end "
-                    "(cuda_release_s), %d CUDA batches unreleased: the producer closes now, "
-                    "and that consumer's CUDA tensors from it may read freed memory once this "
-                    "process exits. End each consumer's loop, or call Consumer.leave(), before "
-                    "the producer exits, or raise cuda_release_s",
-                    peer.cid, peer.pid, limit_s, len(peer.held),
-                )  # fmt: skip
+            log.warning(
+                "consumer %d (pid %d) still holds %d CUDA tensors of this producer %g s after "
+                "the stream's end (cuda_release_s): the producer closes now, and those tensors "
+                "may read freed memory once this process exits. Let go of every batch (and end "
+                "the loop, or call Consumer.leave()) before the producer exits, or raise "
+                "cuda_release_s", peer.cid, peer.pid, len(peer.references), limit_s,
+            )  # fmt: skip
 
     def close(self) -> None:
         """Close every connection."""
         for peer in self._peers.values():
             peer.sock.close()
         self._peers.clear()
+
+
+def _holds_cuda(peer: Peer) -> bool:
+    """Whether ``peer``'s process is alive and holds a CUDA reference it was sent (its list
+    pruned to those)."""
+    if not peer.references or not endpoints.pid_alive(peer.pid):
+        return False
+    peer.references = cuda_share.held(peer.references)
+    return bool(peer.references)
 
 
 def _sent(peer: Peer, message: bytes) -> bool:

@@ -100,9 +100,10 @@ class Producer:
             (a loader's own CUDA tensors are shared too, once their device has finished the
             work that made them, on whatever stream: `sharing.cuda_share.settle`).
         cuda_release_s: A consumer's CUDA tensors are this process's memory: once the stream
-            has ended, the producer waits until every consumer it sent CUDA batches to has
-            left (its loop ended, it left, or its process exited), at most this long, then
-            logs a warning naming those still there. Default 60.
+            has ended, the producer waits until no consumer process holds one (torch's
+            counters of the references it sent are all 0: every tensor let go of, its queued
+            GPU work run, or its process exited), at most this long, then logs a warning
+            naming those still holding some. Default 60.
         log_every_s: Seconds between metrics lines on the ``sharing.producer`` logger.
             Default 30.
 
@@ -392,7 +393,7 @@ class Producer:
                 except OSError:
                     untold.append(peer)
         self._stop_listening()
-        self._peers.await_cuda_consumers(end, untold, self._read, self.cuda_release_s)
+        self._peers.await_cuda_release(end, untold, self._read, self.cuda_release_s)
         self._peers.close()
 
     def _stop_listening(self) -> None:

@@ -6,6 +6,7 @@ with a reference on a GPU is `test_sharing_cuda.py`'s."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import socket
@@ -38,35 +39,57 @@ def cuda_batch(index: int) -> tuple:
 
 
 class Torch:
-    """Stand-ins for torch's CUDA IPC calls, logging each: a share makes a counter of its own
-    (named by its number), a release lowers one, a synchronize waits for a device."""
+    """Stand-ins for torch's share and synchronize calls, logging each: a share makes a
+    counter of its own, set to 1, in a counter file laid out as torch's (a 64-byte header,
+    then int64 counters) that torch's own release call then lowers."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.name = f"/torch_sharing_test_{os.getpid()}_{id(self)}"
+        self.path = f"/dev/shm{self.name}"
+        counters = np.zeros(8 + 10_000, dtype=np.int64)  # torch maps that size
+        counters[0] = 1  # the header's mapping count: the producer's own mapping
+        counters.tofile(self.path)
         self.log: list[tuple] = []
         self.shared: list[dict] = []
-        self.released: list[dict] = []
         monkeypatch.setattr(cuda_share, "share_tensor", self.share)
-        monkeypatch.setattr(cuda_share, "release_counter", self.released.append)
         monkeypatch.setattr(torch.cuda, "synchronize", lambda d: self.log.append(("sync", d)))
 
     def share(self, tensor: torch.Tensor) -> dict:
-        ipc = ipc_fields(len(self.shared), tensor.untyped_storage().nbytes())
+        ipc = ipc_fields(len(self.shared), self.name)
+        self._write(len(self.shared), 1)
         self.shared.append(ipc)
         self.log.append(("share", float(tensor[0])))
         return ipc
 
+    def _write(self, counter: int, value: int) -> None:
+        with open(self.path, "r+b") as counters:
+            counters.seek(64 + 8 * counter)
+            counters.write(value.to_bytes(8, "little", signed=True))
 
-def ipc_fields(counter: int, size: int = 16) -> dict:
+    def counters(self) -> list[int]:
+        """Each share's counter now, in order."""
+        values = np.fromfile(self.path, dtype=np.int64)[8:]
+        return values[: len(self.shared)].tolist()
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    faked = Torch(monkeypatch)
+    yield faked
+    os.unlink(faked.path)
+
+
+def ipc_fields(counter: int, name: str = "/torch_sharing_test_none") -> dict:
     return {
-        "device": 0, "handle": base64.b64encode(b"memory").decode(), "size": size,
-        "storage_offset": 0, "ref_counter_handle": base64.b64encode(b"counters").decode(),
+        "device": 0, "handle": base64.b64encode(b"memory").decode(), "size": 16,
+        "storage_offset": 0, "ref_counter_handle": base64.b64encode(name.encode()).decode(),
         "ref_counter_offset": counter, "event_handle": None, "event_sync_required": False,
     }  # fmt: skip
 
 
 class RawConsumer:
-    """A consumer that speaks the protocol itself and opens no batch: it sees each batch
-    message's references as sent."""
+    """A consumer that speaks the protocol itself: it sees each batch message's references as
+    sent, and lowers their counters as torch does once a batch's tensors are gone."""
 
     def __init__(self, endpoint: str) -> None:
         self.sock = connect(endpoint, WAIT_S)
@@ -75,6 +98,7 @@ class RawConsumer:
         self.sock.settimeout(WAIT_S)
         self.welcome = self.next()
         assert self.welcome["type"] == "welcome", self.welcome
+        self.kept: list[dict] = []  # references of batches whose tensors it still holds
 
     def next(self) -> dict:
         message, fds = protocol.recv(self.sock)
@@ -83,15 +107,25 @@ class RawConsumer:
         assert message is not None, "the producer closed the connection"
         return message
 
-    def counters(self, release: bool = True) -> list[list[int]]:
-        """Each batch's reference counters until the epoch's end, releasing each batch."""
+    def counters(self, keep: bool = False) -> list[list[int]]:
+        """Each batch's reference counters until the epoch's end, releasing each batch, and
+        letting go of its tensors unless ``keep``."""
         counters = []
         while (message := self.next())["type"] == "batch":
             counters.append(offsets(message))
-            if release:
+            with contextlib.suppress(OSError):  # a producer of CPU batches may be done
                 protocol.send(self.sock, "release", seq=message["seq"])
+            self.kept += cuda_share.ipc_fields(message["layout"])
+            if not keep:
+                self.let_go()
         assert message["type"] == "end_epoch", message
         return counters
+
+    def let_go(self) -> None:
+        """Its tensors are gone: lower their counters (torch's own call)."""
+        for ipc in self.kept:
+            cuda_share.release_counter(ipc)
+        self.kept = []
 
     def leave(self) -> None:
         protocol.send(self.sock, "leave")
@@ -109,8 +143,7 @@ def serving(producer: Producer) -> threading.Thread:
     return thread
 
 
-def test_each_consumer_gets_references_of_its_own_for_every_tensor_it_is_sent(monkeypatch):
-    fake = Torch(monkeypatch)
+def test_each_consumer_gets_references_of_its_own_for_every_tensor_it_is_sent(fake):
     batches = [cuda_batch(i) for i in range(3)]
     with Producer(batches, consumers=2) as producer:
         thread = serving(producer)
@@ -120,15 +153,15 @@ def test_each_consumer_gets_references_of_its_own_for_every_tensor_it_is_sent(mo
             assert consumer.next()["type"] == "end"
             consumer.leave()
         thread.join(WAIT_S)
+        assert not thread.is_alive()
     # one reference per tensor per send, as torch makes one per pickle: no counter is shared
     assert [len(c) for c in seen] == [3, 3]
     counters = [counter for per_consumer in seen for batch in per_consumer for counter in batch]
     assert sorted(counters) == list(range(len(fake.shared))) == list(range(6))
-    assert fake.released == []  # every one was sent: the consumers lower them
+    assert fake.counters() == [0] * 6  # each lowered once, by its own consumer
 
 
-def test_a_late_joiners_replayed_batches_come_with_references_of_its_own(monkeypatch):
-    fake = Torch(monkeypatch)
+def test_a_late_joiners_replayed_batches_come_with_references_of_its_own(fake):
     batches = [cuda_batch(i) for i in range(4)]
     with Producer(batches, max_lag=1, replay_batches=2) as producer:
         thread = serving(producer)
@@ -137,6 +170,7 @@ def test_a_late_joiners_replayed_batches_come_with_references_of_its_own(monkeyp
         late = RawConsumer(producer.endpoint)
         assert late.welcome["mode"] == "replay"
         protocol.send(first.sock, "release", seq=batch["seq"])
+        cuda_share.release_counter(cuda_share.ipc_fields(batch["layout"])[0])
         late_all: list = []
         reading = threading.Thread(target=lambda: late_all.extend(late.counters()))
         reading.start()  # both read at once: each holds the other back at max_lag=1
@@ -149,15 +183,12 @@ def test_a_late_joiners_replayed_batches_come_with_references_of_its_own(monkeyp
     lates = [counter for counters in late_all for counter in counters]
     assert len(firsts) == len(lates) == 4
     assert set(firsts).isdisjoint(lates)  # batch 0's replay too
-    assert len(fake.shared) == 8
+    assert fake.counters() == [0] * 8
 
 
-def test_a_loaders_own_cuda_batch_is_shared_only_after_its_device_finished_making_it(
-    monkeypatch,
-):
+def test_a_loaders_own_cuda_batch_is_shared_only_after_its_device_finished_making_it(fake):
     # A loader may make its CUDA tensors on a stream of its own, which the event recorded at
     # share time (on the producer's stream) would not cover: the device is synchronised first.
-    fake = Torch(monkeypatch)
     with Producer([cuda_batch(i) for i in range(3)]) as producer:
         thread = serving(producer)
         consumer = RawConsumer(producer.endpoint)
@@ -171,51 +202,47 @@ def test_a_loaders_own_cuda_batch_is_shared_only_after_its_device_finished_makin
         assert sum(entry[0] == "sync" for entry in fake.log[:first_share]) > value
 
 
-def test_cpu_batches_wait_for_no_device(monkeypatch):
-    fake = Torch(monkeypatch)
+def test_cpu_batches_wait_for_no_device(fake):
     with Producer([torch.arange(4)] * 2) as producer:
         thread = serving(producer)
         consumer = RawConsumer(producer.endpoint)
-        assert consumer.counters() == [[], []]
+        assert consumer.counters(keep=True) == [[], []]
         thread.join(WAIT_S)  # returns with the consumer still connected: no CUDA memory
         assert not thread.is_alive()
         consumer.sock.close()
     assert fake.log == []
 
 
-def test_the_producer_outlives_its_cuda_batches_until_every_consumer_has_left(monkeypatch):
-    Torch(monkeypatch)
+def test_the_producer_outlives_its_cuda_batches_until_no_consumer_holds_one(fake):
     with Producer([cuda_batch(i) for i in range(2)]) as producer:
         thread = serving(producer)
         consumer = RawConsumer(producer.endpoint)
-        consumer.counters(release=False)  # its tensors would still be in use
+        consumer.counters(keep=True)  # a training loop still holds its tensors
         assert consumer.next()["type"] == "end"
+        consumer.leave()  # its connection is gone; its tensors are not
         thread.join(1.0)
-        assert thread.is_alive()  # its memory is what the consumer reads
-        consumer.leave()
-        left = time.monotonic()
+        assert thread.is_alive()  # its memory is what the consumer still reads
+        consumer.let_go()
+        let_go = time.monotonic()
         thread.join(WAIT_S)
         assert not thread.is_alive()
-        assert time.monotonic() - left < 2.0
+        assert time.monotonic() - let_go < 2.0
     assert producer.metrics()["consumers_left"] == 1
 
 
-def test_a_consumer_that_does_not_leave_is_waited_for_cuda_release_s_then_named(
-    monkeypatch, caplog
-):
-    Torch(monkeypatch)
+def test_a_consumer_holding_cuda_tensors_is_waited_for_cuda_release_s_then_named(fake, caplog):
     caplog.set_level(logging.WARNING, logger="sharing.producer")
     with Producer([cuda_batch(i) for i in range(2)], cuda_release_s=0.5) as producer:
         thread = serving(producer)
         consumer = RawConsumer(producer.endpoint)
-        consumer.counters(release=False)
+        consumer.counters(keep=True)
         ended = time.monotonic()
         thread.join(WAIT_S)
         waited = time.monotonic() - ended
     assert 0.4 < waited < 3.0
     assert (
-        f"consumer 0 (pid {os.getpid()}) has not left 0.5 s after the stream's end "
-        "(cuda_release_s), 2 CUDA batches unreleased" in caplog.text
+        f"consumer 0 (pid {os.getpid()}) still holds 2 CUDA tensors of this producer 0.5 s "
+        "after the stream's end (cuda_release_s)" in caplog.text
     )
     consumer.sock.close()
 
@@ -226,10 +253,7 @@ def test_cuda_release_s_must_be_a_positive_number_of_seconds(value):
         Producer([torch.zeros(1)], cuda_release_s=value)
 
 
-def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_opened(
-    monkeypatch,
-):
-    fake = Torch(monkeypatch)
+def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_opened(fake):
     endpoint = default_endpoint()
     listener = listen(endpoint)
     layout, _, keep = describe(cuda_batch(0))
@@ -260,21 +284,21 @@ def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_op
     consumer = Consumer(endpoint)
     epochs = consumer.epochs()
     next(epochs)  # reads batch 0 ahead, unopened
+    assert fake.counters() == [1, 1, 1]
     consumer.leave()
     server.join(WAIT_S)
     listener.close()
     assert seen_leave.is_set()
     # 0 read ahead, 1 and 2 in its socket, 3 in flight: none opened, each lowered once
-    assert sorted(ipc["ref_counter_offset"] for ipc in fake.released) == [0, 1, 2, 3]
+    assert fake.counters() == [0, 0, 0, 0]
 
 
-def test_references_made_for_a_message_never_sent_are_lowered_by_the_producer(monkeypatch):
-    fake = Torch(monkeypatch)
+def test_references_made_for_a_message_never_sent_are_lowered_by_the_producer(fake):
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     peer = Peer(0, mine, os.getpid())
-    peer.unsent = (b"{}", [], [ipc_fields(7)])  # made, then the socket was full
+    peer.unsent = (b"{}", [], [fake.share(torch.zeros(1))])  # made, then the socket was full
     peer.release_all(BatchStore())
-    assert fake.released == [ipc_fields(7)] and peer.unsent is None
+    assert fake.counters() == [0] and peer.unsent is None
     mine.close()
     theirs.close()
 
