@@ -75,9 +75,8 @@ class Peer:
         segments: Recycled segments whose descriptor it has (sent once each).
         unsent: The first queued message, once made (its CUDA references, made with it, are
             kept until it is sent, or lowered here if it never is).
-        cuda: Whether it was sent a CUDA reference (`sharing.cuda_share`).
         references: The CUDA references sent to it that it may still hold (pruned at each
-            send, as torch's counters reach 0).
+            send, as torch's counters reach 0: `sharing.cuda_share.held`).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
     """
@@ -98,7 +97,6 @@ class Peer:
     deferred: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     segments: set[int] = field(default_factory=set)
     unsent: tuple[bytes, list[int], list[dict]] | None = None
-    cuda: bool = False
     references: list[dict] = field(default_factory=list)
     left: bool = False
     closed: bool = False
@@ -137,7 +135,6 @@ class Peer:
                 break
             self.unsent = None
             if references:
-                self.cuda = True
                 self.references = [*cuda_share.held(self.references), *references]
             self.outbox.popleft()
             if isinstance(entry, SendBatch):
@@ -358,19 +355,19 @@ class Peers:
     def await_cuda_release(
         self, end: bytes, untold: list[Peer], read: Callable[[Peer], None], limit_s: float
     ) -> None:
-        """After the stream's ``end`` message: go on reading (with ``read``) the messages of
-        the peers sent CUDA batches, until no consumer process, connected or gone, holds a
-        CUDA reference this process made (torch's counters, `sharing.cuda_share.held`) or is
-        alive; at most ``limit_s``, then a warning names each still holding some. (Their
+        """After the stream's ``end`` message: while a consumer process, connected or gone,
+        is alive and holds a CUDA reference this process made (torch's counter above 0,
+        `sharing.cuda_share.held`), go on reading (with ``read``) the messages of those
+        connected; at most ``limit_s``, then a warning names each still holding some. (Their
         tensors are this process's memory, kept for them only while it lives.) ``untold``:
         peers the ``end`` message did not fit yet, sent it again meanwhile."""
-        if self.selector is None:
+        waiting = [p for p in [*self._peers.values(), *self.departed] if _holds_cuda(p)]
+        if not waiting or self.selector is None:
             return
         for key in list(self.selector.get_map().values()):
-            if not (isinstance(key.data, Peer) and key.data.cuda):
+            if not (isinstance(key.data, Peer) and key.data in waiting):
                 self.selector.unregister(key.fileobj)
         deadline = time.monotonic() + limit_s
-        waiting = [p for p in [*self._peers.values(), *self.departed] if _holds_cuda(p)]
         while waiting and time.monotonic() < deadline:
             untold = [p for p in untold if p.cid in self._peers and not _sent(p, end)]
             for key, _ in self.selector.select(timeout=0.1):
