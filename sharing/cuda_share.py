@@ -10,8 +10,8 @@ place among the batch's kept tensors, and `for_send` gives every send, a late jo
 replay included, handles of its own: no consumer's release frees memory another still
 reads, and a consumer's memory stays reserved while echo_on_stall, a re-cut or any tensor of
 its own still holds it. A consumer that leaves lowers the counters of the batches it never
-opened (`release_unopened`); one whose send never happened is lowered by the producer,
-which reads the others' counters (`held`) to outlive every consumer's last tensor.
+opened (`release_unopened`); the producer lowers those made for a send that never happened,
+and reads the others (`held`) to outlive every consumer's last tensor.
 
 A loader that makes CUDA tensors itself may make them on a stream of its own, which the
 event torch records at share time (on the producer's current stream) does not cover:
