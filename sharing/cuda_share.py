@@ -127,17 +127,20 @@ def held(references: list[dict]) -> list[dict]:
     Returns:
         list[dict]: Those still held, in order.
     """
+    files: dict[str, bytes] = {}  # each counter file read once
     still = []
     for ipc in references:
         handle, offset = ipc.get("ref_counter_handle"), ipc.get("ref_counter_offset")
-        if not isinstance(handle, str) or not isinstance(offset, int):
+        if not isinstance(handle, str) or not isinstance(offset, int) or offset < 0:
             continue
-        try:
-            with open(_SHM + base64.b64decode(handle).decode(), "rb") as counters:
-                counters.seek(_HEADER_BYTES + 8 * offset)
-                value = counters.read(8)
-        except (OSError, ValueError):
-            continue
+        if handle not in files:
+            try:
+                with open(_SHM + base64.b64decode(handle).decode(), "rb") as counters:
+                    files[handle] = counters.read()
+            except (OSError, ValueError):
+                files[handle] = b""
+        start = _HEADER_BYTES + 8 * offset
+        value = files[handle][start : start + 8]
         if len(value) == 8 and int.from_bytes(value, "little", signed=True) > 0:
             still.append(ipc)
     return still
