@@ -710,12 +710,16 @@ def run(
             "skipping tensorsocket: pass --tensorsocket-path (benchmarks/install_tensorsocket.sh)"
         )
         modes.remove("tensorsocket")
+    shm_sizes = list(args.shm_mb)
+    if any(shm_sizes) and os.geteuid() != 0:
+        print("skipping shm_mb other than 0: a private /dev/shm needs root")
+        shm_sizes = [size for size in shm_sizes if not size]
     torch.set_num_threads(1)
     work = calibrate_work()
     trials: dict[tuple, list[dict]] = {}
     for repeat in range(args.repeats):  # interleaved: drift hits every mode's repeat alike
         for workload in args.workloads:
-            for consumers, shm_mb, mode in itertools.product(args.consumers, args.shm_mb, modes):
+            for consumers, shm_mb, mode in itertools.product(args.consumers, shm_sizes, modes):
                 if mode == "tfdata_service" and workload != "images":
                     continue  # its workers cannot run the Python preprocessing of "cpu"
                 row = run_trial(mode, workload, consumers, args, work, shm_mb)

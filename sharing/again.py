@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 from sharing.copied import out_of_shm
 from sharing.loading import LoaderFailed, epoch_iter, released, sampler_of
 from sharing.peers import CatchUp, Peer, Peers, SendEndEpoch
+from sharing.policy import Position
+from sharing.store import BatchStore
 
 __all__ = ["Again", "CatchUps", "Reloader", "reload_refusal", "repeats"]
 
@@ -197,6 +199,25 @@ class CatchUps:
         """Add ``step`` to ``peer``'s catch-up (live messages wait behind it)."""
         peer.catchup.append(step)
         self._advance(peer)
+
+    def resume(
+        self, peer: Peer, epoch: int, index: int, position: Position, store: BatchStore
+    ) -> None:
+        """Queue for a restarted consumer the batches from ``index`` of ``epoch`` on, before
+        its live stream: from the replay window if it holds them all, else loaded again."""
+        if epoch == position.epoch and position.index <= position.window:
+            for seq in store.replayable(epoch, position.index):
+                if store[seq].index >= index:
+                    store.ref(seq, peer.cid)
+                    peer.enqueue(seq, live=False)
+            return
+        for past in range(epoch, position.epoch):
+            start = index if past == epoch else 0
+            assert position.batches_per_epoch is not None  # counted: the epoch has ended
+            self.start(peer, CatchUp(past, start, position.batches_per_epoch, ends=True))
+        start = index if epoch == position.epoch else 0
+        if start < position.index:
+            self.start(peer, CatchUp(position.epoch, start, position.index, ends=False))
 
     def deliver(self, peers: Peers) -> None:
         """Queue each batch loaded again for its consumer, while it has room."""

@@ -16,7 +16,9 @@ __all__ = [
     "check_consumer",
     "check_int",
     "check_seconds",
+    "check_state",
     "check_stream",
+    "extends_init",
     "signature_of_init",
 ]
 
@@ -75,6 +77,26 @@ def check_seconds(value: object, name: str, *, allow_none: bool = False) -> None
         raise ValueError(f"{name} must be {valid}, got {value!r}")
 
 
+def check_state(state: object) -> list[int] | None:
+    """Validate a consumer's saved ``state`` (`sharing.Consumer.state_dict`'s); where it
+    resumes: [epoch, producer batch, rows of that batch given before], or None for no state.
+
+    Raises:
+        ValueError: ``state`` is not such a dict; the message names what is wrong.
+    """
+    if state is None:
+        return None
+    keys = {"epoch", "examples", "epochs_done", "producer_batch_size"}
+    if not isinstance(state, dict) or set(state) != keys:
+        raise ValueError(f"state must be a Consumer.state_dict(), a dict of {sorted(keys)}")
+    for key in ("epoch", "examples", "epochs_done"):
+        check_int(state[key], f"state[{key!r}]")
+    size = check_int(state["producer_batch_size"], "state['producer_batch_size']", minimum=1,
+                     allow_none=not state["examples"])  # fmt: skip
+    examples = state["examples"]
+    return [state["epoch"], examples // size, examples % size] if size else [state["epoch"], 0, 0]
+
+
 def signature_of_init(cls: type) -> type:
     """Give ``cls`` its ``__init__``'s signature (without ``self``), which ``inspect`` would
     otherwise take from a ``__new__(cls, *args, **kwargs)`` that picks a backend; returns
@@ -130,3 +152,41 @@ def accepting_former_names(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return accepting
+
+
+def extends_init(base: type, *, without: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Decorate an ``__init__(self, first, *, own=..., **inherited)`` that takes
+    ``base.__init__``'s keyword-only arguments (but ``without``) as ``**inherited``, each
+    filled in with ``base``'s default when not given: its signature (what ``help`` and
+    ``inspect`` show, and what is checked) is ``base``'s, less ``without``, plus its own.
+
+    Args:
+        base: The class whose ``__init__`` it extends.
+        without: ``base``'s arguments it does not take. Default none.
+    """
+    keyword = inspect.Parameter.KEYWORD_ONLY
+
+    def decorate(init: Callable[..., None]) -> Callable[..., None]:
+        parameters = inspect.signature(init).parameters.values()
+        inherited = [
+            p
+            for p in inspect.signature(base.__init__).parameters.values()
+            if p.kind is keyword and p.name not in without
+        ]
+        own = [p for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        first = [p for p in own if p.kind is not keyword]
+        signature = inspect.signature(init).replace(
+            parameters=[*first, *inherited, *(p for p in own if p.kind is keyword)]
+        )
+        names = {p.name for p in inherited}
+
+        @functools.wraps(init)
+        def extended(*args: Any, **kwargs: Any) -> None:
+            given = signature.bind(*args, **kwargs).arguments
+            passed = {name: value for name, value in given.items() if name not in names}
+            init(**passed, **{p.name: given.get(p.name, p.default) for p in inherited})
+
+        extended.__signature__ = signature  # type: ignore[attr-defined]
+        return extended
+
+    return decorate

@@ -11,9 +11,9 @@ from typing import Any
 
 from sharing import cuda_share, lifetime, protocol
 from sharing import endpoint as endpoints
-from sharing.args import check_consumer, signature_of_init
+from sharing.args import check_consumer, check_state, signature_of_init
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
-from sharing.layout import first_dim, map_storages, rebuild
+from sharing.layout import first_dim, map_storages, map_tensors, rebuild
 from sharing.recut import recut
 from sharing.segment_views import SegmentViews
 
@@ -68,10 +68,14 @@ class Consumer:
             producer is alive, the welcome included (it comes once the producer's first
             batch exists, which a cold loader may take long to make). Default None: wait as
             long as the producer lives (a dead producer is detected in < 1 s).
+        state: A `state_dict` this consumer's earlier life saved (with the model in its
+            checkpoint): the restarted consumer receives exactly the examples that one had
+            not been given, then the rest of the stream (mode "resume"). Default None: a
+            new consumer.
 
     Attributes:
         consumer_id: Id the producer gave this consumer.
-        mode: How it joined: "start", "replay", "reload", "wrap" or "next_epoch".
+        mode: How it joined: "start", "replay", "reload", "wrap", "next_epoch" or "resume".
         epoch: Producer epoch of the latest batch; for a wrapped consumer, the producer
             epoch its current epoch began in (the batches it wraps onto are the next one's,
             or, after the last, loaded again for it).
@@ -86,7 +90,8 @@ class Consumer:
         ConnectionError: No producer at ``endpoint``.
         TimeoutError: No welcome within ``timeout_s``; (while iterating) no batch within it.
         LateJoinError: The missed batches are gone and ``late_join="replay"``, or no later
-            epoch follows to make this consumer's first epoch whole.
+            epoch follows to make this consumer's first epoch whole; or, resuming, the
+            batches it needs are gone and the loader cannot give them again.
         ProducerGone: (while iterating) the producer died before the stream ended.
         StreamEnded: (while iterating) a loop began after the stream's last epoch.
         SharingError: (while iterating) the stream ended in the middle of an epoch (the
@@ -108,8 +113,10 @@ class Consumer:
         connect_timeout_s: float = 10.0,
         timeout_s: float | None = None,
         echo_on_stall: int = 1,
+        state: dict[str, Any] | None = None,
     ) -> None:
         check_consumer(batch_size, late_join, echo_on_stall, connect_timeout_s, timeout_s)
+        resume = check_state(state)
         endpoints.parse(endpoint)
         self.endpoint, self.batch_size, self.timeout_s = endpoint, batch_size, timeout_s
         self.echo_on_stall = echo_on_stall
@@ -134,7 +141,7 @@ class Consumer:
                 raise ConnectionError(f"the process at {endpoint} runs as another user ({uid})")
             protocol.send(
                 self._sock, "hello", version=protocol.PROTOCOL_VERSION, batch_size=batch_size,
-                late_join=late_join, pid=os.getpid(),
+                late_join=late_join, pid=os.getpid(), resume=resume and resume[:2],
             )  # fmt: skip
             self._sock.settimeout(_POLL_S)
             welcome = self._next_message("the welcome (sent once its first batch exists)")
@@ -149,6 +156,41 @@ class Consumer:
         self.epoch = welcome["epoch"]
         self._batches_per_epoch = welcome["batches_per_epoch"]
         self._producer_batch_size: int | None = None
+        self._restore(state, resume)
+
+    def _restore(self, state: dict[str, Any] | None, resume: list[int] | None) -> None:
+        """After the welcome: start counting this consumer's position, from ``state`` if
+        it resumes (`sharing.args.check_state` gave ``resume``)."""
+        self._position = (self.epoch, 0)  # this consumer's next example: (epoch, index in it)
+        self._skip = 0  # rows of the first batch that a restarted consumer was given before
+        if state is not None and resume is not None:
+            self.epochs_done = state["epochs_done"] + self.epoch - state["epoch"]
+            self._producer_batch_size = state["producer_batch_size"]
+            if self.epoch == state["epoch"]:
+                self._position, self._skip = (self.epoch, state["examples"]), resume[2]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this consumer stands: the examples of the stream given to its loops, as a
+        dict of numbers to keep in a checkpoint (as a StatefulDataLoader's ``state_dict``).
+        ``Consumer(endpoint, state=...)`` resumes from it: the batches given before the
+        state was saved count as trained, those after it come again.
+
+        Raises:
+            SharingError: A wrapped consumer (its epochs straddle the producer's), or one
+                that echoes (``echo_on_stall`` > 1), whose position is not in the stream's.
+        """
+        if self.mode == "wrap" or self.echo_on_stall > 1:
+            raise SharingError(
+                "state_dict() needs a consumer whose epochs are the producer's and that does "
+                f"not echo (mode={self.mode!r}, echo_on_stall={self.echo_on_stall})"
+            )
+        epoch, examples = self._position
+        return {
+            "epoch": epoch,
+            "examples": examples,
+            "epochs_done": self.epochs_done,
+            "producer_batch_size": self._producer_batch_size,
+        }
 
     # ------------------------------------------------------------------ connection
 
@@ -331,11 +373,14 @@ class Consumer:
             if kind == "end_epoch":
                 if self.mode != "wrap":
                     self.epochs_done += 1
+                    self._position = (message["epoch"] + 1, 0)
                     return
                 continue
             if kind != "batch":
                 raise ProtocolError(f"unexpected {kind!r} message while iterating")
             batch = self._batch(message)
+            if self._skip:  # a restarted consumer's first batch: the rows given before
+                batch, self._skip = map_tensors(batch, lambda t, n=self._skip: t[n:]), 0
             self._held.add(message["seq"])
             if self._producer_batch_size is None:
                 self._producer_batch_size = first_dim(batch)
@@ -355,14 +400,24 @@ class Consumer:
         try:
             if self.batch_size is None:
                 for seq, batch in batches:
+                    self._given(batch)
                     yield batch
                     self._release(seq)
             else:
-                yield from recut(batches, self.batch_size, self._release)
+                for batch in recut(batches, self.batch_size, self._release):
+                    self._given(batch)
+                    yield batch
         finally:
             stream.close()
             for seq in list(self._held):
                 self._release(seq)
+
+    def _given(self, batch: Any) -> None:
+        """Count ``batch``, about to be given to the loop, in this consumer's position."""
+        epoch, examples = self._position
+        if epoch != self.epoch:
+            epoch, examples = self.epoch, 0
+        self._position = (epoch, examples + (first_dim(batch) or 0))
 
     # ------------------------------------------------------------------ leaving
 

@@ -17,7 +17,16 @@ from typing import Any, NamedTuple
 
 from sharing import protocol
 
-__all__ = ["Join", "Position", "Refusal", "check_hello", "plan_join", "replay_window"]
+__all__ = [
+    "Join",
+    "Position",
+    "Refusal",
+    "check_hello",
+    "plan",
+    "plan_join",
+    "plan_resume",
+    "replay_window",
+]
 
 
 class Position(NamedTuple):
@@ -95,6 +104,15 @@ def check_hello(hello: dict[str, Any]) -> Refusal | None:
     size = hello["batch_size"]
     if size is not None and size < 1:
         return Refusal("bad_argument", f"batch_size must be None or an integer >= 1, got {size}")
+    resume = hello["resume"]
+    if resume is not None and not (
+        len(resume) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**62 for n in resume)
+    ):
+        return Refusal(
+            "bad_argument",
+            f"resume must be [epoch, batch] of integers >= 0, got {protocol.short(resume)}",
+        )
     return None
 
 
@@ -138,3 +156,43 @@ def plan_join(position: Position, late_join: str) -> Join | Refusal:
             "give the producer more replay_batches or epochs",
         )
     return Join("next_epoch", epoch + 1, 0)
+
+
+def plan_resume(position: Position, epoch: int, index: int) -> Join | Refusal:
+    """How a consumer restarted from a checkpoint, whose next batch is batch ``index`` of
+    ``epoch``, rejoins a producer at ``position``: ``resume`` from there (the batches since
+    then come from the replay window if it still holds them all, else loaded again), or a
+    refusal saying why it cannot."""
+    if position.batches_per_epoch is not None and index >= position.batches_per_epoch:
+        epoch, index = epoch + 1, 0  # saved after an epoch's last batch
+    where = f"the state's next batch (batch {index} of epoch {epoch})"
+    if position.epochs is not None and epoch >= position.epochs:
+        return Refusal(
+            "finished", f"{where} is past the producer's last epoch (epochs={position.epochs})"
+        )
+    now = (position.epoch, position.index)
+    if (epoch, index) > now:
+        return Refusal(
+            "bad_argument",
+            f"{where} is ahead of the producer (batch {now[1]} of epoch {now[0]}): a state "
+            "saved from another producer's stream?",
+        )
+    held = epoch == position.epoch and position.index <= position.window
+    if (epoch, index) < now and not held and position.reload_refusal is not None:
+        return Refusal(
+            "late_join",
+            f"{where} and those after it are no longer held for replay, and "
+            f"{position.reload_refusal}",
+        )
+    return Join("resume", epoch, index)
+
+
+def plan(hello: dict[str, Any], position: Position) -> Join | Refusal:
+    """How the consumer that sent (schema-valid) ``hello`` is let in at ``position``, or why
+    not: `check_hello`, then `plan_join`, or `plan_resume` for a restarted consumer."""
+    refusal = check_hello(hello)
+    if refusal is not None:
+        return refusal
+    if hello["resume"] is None:
+        return plan_join(position, hello["late_join"])
+    return plan_resume(position, *hello["resume"])

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sharing import cuda_share, lifetime, protocol
+from sharing import cuda_share, lifetime, policy, protocol
 from sharing import endpoint as endpoints
 from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
 from sharing.args import accepting_former_names, check_seconds, check_stream, signature_of_init
@@ -23,7 +23,7 @@ from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
-from sharing.policy import Join, Position, Refusal, check_hello, plan_join, replay_window
+from sharing.policy import Join, Position, Refusal, replay_window
 from sharing.pooled import PooledBatch, PooledLoader, dataset_producer
 from sharing.store import BatchStore, SharedBatch
 
@@ -148,6 +148,7 @@ class Producer:
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
         self._window: int | None = None  # replay window, fixed at the first batch
         self._listener = endpoints.listen(self.endpoint)
+        lifetime.sweep_temp_dirs()  # what a killed producer's loader workers left
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -462,7 +463,7 @@ class Producer:
 
     def _welcome(self, peer: Peer) -> None:
         assert peer.hello is not None
-        plan = check_hello(peer.hello) or plan_join(self._position(), peer.hello["late_join"])
+        plan = policy.plan(peer.hello, self._position())
         if isinstance(plan, Refusal):
             peer.refuse(plan)
             self._peers.drop(peer, "left")
@@ -490,6 +491,8 @@ class Producer:
             peer.wrap_index = plan.start_index
         elif plan.mode == "reload":
             self._catchups.start(peer, CatchUp(self._epoch, 0, self._index, ends=False))
+        elif plan.mode == "resume":
+            self._catchups.resume(peer, plan.epoch, plan.start_index, self._position(), self._store)
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)
 
     def _flush(self, peer: Peer) -> None:

@@ -33,11 +33,11 @@ __all__ = [
     "short",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 MAX_INT = 2**63 - 1  # integers beyond +-MAX_INT are refused (no field needs them)
 LATE_JOIN_MODES = ("auto", "replay", "next_epoch")
 """A consumer's choices when it joins mid-epoch (its hello's ``late_join``)."""
-JOIN_MODES = ("start", "replay", "reload", "wrap", "next_epoch")
+JOIN_MODES = ("start", "replay", "reload", "wrap", "next_epoch", "resume")
 """How a consumer was let in (its welcome's ``mode``)."""
 END_REASONS = ("finished", "stopped", "failed")
 """Why a stream ended (its ``end`` message's ``reason``): every epoch was served, the producer
@@ -52,7 +52,14 @@ _STR = (str,)
 # type -> {field: allowed Python types}; every field is required, no other field is allowed.
 SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     # consumer -> producer
-    "hello": {"version": _INT, "batch_size": _OPT_INT, "late_join": _STR, "pid": _INT},
+    # resume: None, or [epoch, batch]: the first producer batch a restarted consumer needs
+    "hello": {
+        "version": _INT,
+        "batch_size": _OPT_INT,
+        "late_join": _STR,
+        "pid": _INT,
+        "resume": (list, type(None)),
+    },
     "release": {"seq": _INT},  # done with the batch: counts against max_lag no more
     "free": {"seq": _INT},  # a pooled batch's memory is no longer referenced (may be reused)
     "leave": {},

@@ -323,6 +323,8 @@ class TensorConsumer:
         connect_timeout_s: How long to wait for the producer to appear. Default None:
             wait, as TensorSocket does.
         timeout_s: See `Consumer`. Default None.
+        state: A `state_dict` saved by this consumer's earlier life: resume there (see
+            `Consumer`). Default None.
 
     Attributes:
         epoch: Epochs this consumer has finished (0 during its first).
@@ -341,14 +343,16 @@ class TensorConsumer:
         *,
         connect_timeout_s: float | None = None,
         timeout_s: float | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         _warn_unsupported(heart_ports=heart_ports, unpack_fn=unpack_fn)
         self.port, self.ack_port, self.batch_size = port, ack_port, batch_size
-        self.epoch = 0
         self._consumer = Consumer(
             endpoint_for(port), batch_size=batch_size, timeout_s=timeout_s,
             connect_timeout_s=math.inf if connect_timeout_s is None else connect_timeout_s,
+            state=state,
         )  # fmt: skip
+        self.epoch = self._consumer.epochs_done
         self.consumer_id = self._consumer.consumer_id
         self._iterator: Iterator[Any] | None = None
 
@@ -372,6 +376,10 @@ class TensorConsumer:
             self._iterator = None
             self.epoch += 1
             raise
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this consumer stands, to keep in a checkpoint (`Consumer.state_dict`)."""
+        return self._consumer.state_dict()
 
     def leave(self) -> None:
         """Leave the producer (also done when the object is garbage-collected)."""

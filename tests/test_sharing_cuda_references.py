@@ -94,7 +94,7 @@ class RawConsumer:
     def __init__(self, endpoint: str) -> None:
         self.sock = connect(endpoint, WAIT_S)
         protocol.send(self.sock, "hello", version=protocol.PROTOCOL_VERSION, batch_size=None,
-                      late_join="auto", pid=os.getpid())  # fmt: skip
+                      late_join="auto", pid=os.getpid(), resume=None)  # fmt: skip
         self.sock.settimeout(WAIT_S)
         self.welcome = self.next()
         assert self.welcome["type"] == "welcome", self.welcome
@@ -259,7 +259,7 @@ def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_op
     endpoint = default_endpoint()
     listener = listen(endpoint)
     layout, _, keep = describe(cuda_batch(0))
-    seen_leave = threading.Event()
+    all_sent, seen_leave = threading.Event(), threading.Event()
 
     def send_batch(sock: socket.socket, seq: int) -> None:
         sent, _ = cuda_share.for_send(layout, keep)
@@ -273,6 +273,7 @@ def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_op
                       batches_per_epoch=None, epoch=0, start_index=0, mode="start")  # fmt: skip
         for seq in range(3):
             send_batch(sock, seq)
+        all_sent.set()
         sock.settimeout(WAIT_S)
         message, _ = protocol.recv(sock)
         seen_leave.set()
@@ -286,7 +287,7 @@ def test_a_consumer_that_leaves_early_lowers_the_counters_of_batches_it_never_op
     consumer = Consumer(endpoint)
     epochs = consumer.epochs()
     next(epochs)  # reads batch 0 ahead, unopened
-    assert fake.counters() == [1, 1, 1]
+    assert all_sent.wait(WAIT_S) and fake.counters() == [1, 1, 1]
     consumer.leave()
     server.join(WAIT_S)
     listener.close()

@@ -3,18 +3,29 @@ argument, and no silent surprises."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pydoc
 import re
+import signal
 import time
+from pathlib import Path
 
 import pytest
 import torch
-from sharing_checks import FORK, Signalling, collect, consume, id_batches, start
+from sharing_checks import (
+    FORK,
+    Signalling,
+    collect,
+    consume,
+    id_batches,
+    left_entries,
+    start,
+)
 from torch.utils.data import DataLoader, DistributedSampler
 
-from sharing import Consumer, LateJoinError, Producer
+from sharing import Consumer, LateJoinError, Producer, SharingError
 from sharing.pooled import PooledLoader
 from sharing.tensorsocket import TensorConsumer, TensorProducer
 
@@ -152,9 +163,95 @@ def test_the_drop_ins_loop_says_no_consumer_is_connected_and_ends_after_idle_s(c
     start(_one_loop, port)
     began = time.monotonic()
     with caplog.at_level(logging.WARNING, "sharing.tensorsocket"):
-        epochs = [len(list(producer)) for _ in range(3)]
+        epochs = [len(list(producer)) for _ in range(5)]
         producer.join()
-    assert epochs[0] == 8 and epochs[1] < 8 and epochs[2] == 0
+    assert epochs[0] == 8 and epochs[-2:] == [0, 0]  # once ended, every later loop is empty
     assert time.monotonic() - began < 30
     assert "no consumer is connected" in caplog.text and "waits for one" in caplog.text
     assert "for idle_s=2 s: the producer's loop ends" in caplog.text
+
+
+class _Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 100_000
+
+    def __getitem__(self, index):
+        time.sleep(0.001)
+        return torch.full((1000,), float(index))
+
+
+def _serve_forever(endpoint):
+    loader = DataLoader(_Slow(), batch_size=16, num_workers=2, multiprocessing_context=FORK)
+    with Producer(loader, endpoint=endpoint, epochs=None) as producer:
+        producer.serve()
+
+
+def _read_until_gone(endpoint):
+    with contextlib.suppress(SharingError):
+        for _ in Consumer(endpoint):
+            pass
+
+
+def _tree(pid):
+    """``pid`` and its descendants (children of any of its threads)."""
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    children = [c for task in tasks for c in (task / "children").read_text().split()]
+    return [pid] + [p for child in children for p in _tree(int(child))]
+
+
+def _pymp_folders_of(pids):
+    """The ``pymp-*`` folders whose listener sockets the processes ``pids`` hold."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                inodes.add(os.readlink(fd).removeprefix("socket:[").removesuffix("]"))
+    lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    paths = [line.split()[-1] for line in lines if line.split()[6] in inodes]
+    return {os.path.dirname(path) for path in paths if "/pymp-" in path}
+
+
+def test_what_a_killed_producers_workers_left_in_the_temp_folder_goes_at_the_next_start():
+    """SIGKILL for the producer and its DataLoader workers at once (a job's end on a cluster):
+    their ``pymp-*`` folders stay behind, and the next producer's start removes them."""
+    endpoint = f"unix:@killed-{os.getpid()}"
+    producer = start(_serve_forever, endpoint, daemon=False)  # it starts workers
+    start(_read_until_gone, endpoint)
+    deadline, theirs = time.monotonic() + 20, set()
+    while len(theirs) < 2:  # each of the two workers has passed a batch's descriptor
+        assert time.monotonic() < deadline, "the workers made no pymp-* folder"
+        time.sleep(0.1)
+        pids = _tree(producer.pid)
+        theirs = _pymp_folders_of(pids)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    producer.join(10)
+    time.sleep(0.5)
+    assert theirs <= left_entries()  # as a DataLoader's killed workers leave them
+    Producer(id_batches(8, 4)).close()
+    assert not theirs & left_entries()
+
+
+def test_the_drop_ins_consumer_resumes_from_its_state():
+    """TensorSocket has no resume; its drop-in's consumer takes `Consumer`'s."""
+    port = f"resume{os.getpid()}"
+    producer = TensorProducer(id_batches(64, 8), port, join_grace_s=0.2, rubber_band_pct=1.0)
+    results, resumed = FORK.Queue(), FORK.Event()
+
+    def first_life_then_second():
+        consumer = TensorConsumer(port, batch_size=8, connect_timeout_s=30)
+        batches = iter(consumer)
+        seen = [i for _ in range(3) for i in next(batches)["id"].tolist()]
+        state = consumer.state_dict()
+        consumer.leave()  # as if killed: its state is in the checkpoint
+        again = TensorConsumer(port, batch_size=8, connect_timeout_s=30, state=state)
+        resumed.set()
+        results.put((seen, [i for batch in again for i in batch["id"].tolist()], again.epoch))
+        again.leave()
+
+    start(first_life_then_second)
+    assert len(list(producer)) == 8
+    resumed.wait(30)  # join() ends the stream once no consumer is left
+    producer.join(grace_s=5.0)
+    seen, rest, epoch = results.get(timeout=30)
+    assert seen + rest == list(range(64)) and epoch == 1

@@ -28,6 +28,7 @@ HUGE_LATE_JOIN = json.dumps(
         "batch_size": None,
         "late_join": "\u00e9" * 20_000,
         "pid": 1,
+        "resume": None,
     },
     ensure_ascii=False,
 ).encode()  # 40 KB as sent; a refusal quoting it escapes each character to 6 bytes

@@ -23,6 +23,7 @@ HELLO = {
     "batch_size": None,
     "late_join": "auto",
     "pid": 1,
+    "resume": None,
 }
 
 

@@ -112,6 +112,21 @@ class Reader:
     def leave(self) -> None:
         self.consumer.leave()
 
+    def state(self) -> dict[str, Any]:
+        return self.consumer.state_dict()
+
+
+@ray.remote(num_cpus=0)
+def try_join(endpoint: str, **kwargs: Any) -> str:
+    """Join and leave: "joined", or the error a consumer raised."""
+    from sharing import Consumer
+
+    try:
+        Consumer(endpoint, **kwargs).leave()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return "joined"
+
 
 @ray.remote(num_cpus=0)
 class Serving:
@@ -398,3 +413,45 @@ def test_consumers_raise_producer_gone_within_5_s_of_the_producers_node(
         ray.get(reader.take.remote(100))
     assert time.monotonic() - started < 5
     del serving
+
+
+def test_a_killed_consumer_restarted_from_its_state_resumes_from_the_replay_window(
+    cluster: Cluster,
+) -> None:
+    name = endpoint("resume")
+    gate = threading.Semaphore(0)
+    with Served(Gated(6, gate), endpoint=name, epochs=2, max_lag=10, replay_batches=6):
+        first = Reader.options(**on("b")).remote(name)
+        for _ in range(4):
+            gate.release()
+        ray.get(first.take.remote(3))  # it trains on batches 0-2, then saves its checkpoint
+        state = ray.get(first.state.remote())
+        ray.get(first.take.remote(1))  # and trains on batch 3, then it is killed
+        ray.kill(first)
+        again = Reader.options(**on("b")).remote(name, state=state)
+        assert ray.get(again.mode.remote()) == "resume"
+        for _ in range(100):
+            gate.release()
+        rest = ray.get(again.rest.remote())
+    epoch = [float(i) for i in range(6) for _ in range(ROWS)]
+    assert state["epoch"] == 0 and state["examples"] == 3 * ROWS
+    assert rest == [epoch[3 * ROWS :], epoch]  # batch 3 again, as it was not checkpointed
+
+
+def test_a_restart_past_the_replay_window_is_refused_saying_why(cluster: Cluster) -> None:
+    name = endpoint("resume-gone")
+    gate = threading.Semaphore(0)
+    with Served(Gated(6, gate), endpoint=name, max_lag=10, replay_batches=1) as producer:
+        first = Reader.options(**on("b")).remote(name)
+        gate.release()
+        ray.get(first.take.remote(1))
+        state = ray.get(first.state.remote())
+        for _ in range(3):
+            gate.release()
+        until(lambda: producer.metrics()["batches_produced"] == 4)
+        outcome = ray.get(try_join.options(**on("b")).remote(name, state=state))
+        ray.get(first.leave.remote())
+        for _ in range(100):
+            gate.release()
+    assert outcome.startswith("LateJoinError") and "no longer held for replay" in outcome
+    assert "does not load past batches again" in outcome

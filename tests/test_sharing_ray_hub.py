@@ -4,22 +4,25 @@ what is held, when the producer may put. The cluster tests are in test_sharing_r
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 import pytest
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra: pip install .[ray])")
 
-from sharing.ray_backend import _Hub
+from sharing import Consumer, Producer
+from sharing.ray_backend import RayConsumer, RayProducer
+from sharing.ray_backend.hub import Hub
 
 
-def hub(**overrides: Any) -> _Hub:
+def hub(**overrides: Any) -> Hub:
     settings = {
         "consumers": 1, "max_lag": 4, "max_bytes": 1000, "lease_s": 60.0, "join_grace_s": 0.0,
         "epochs": 2, "batches_per_epoch": 6, "replay_batches": 2, "replay_bytes": 1 << 20,
     }  # fmt: skip
     settings.update(overrides)
-    return _Hub(settings)
+    return Hub(settings)
 
 
 def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, Any]:
@@ -30,10 +33,11 @@ def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, A
         "batch_size": batch_size,
         "late_join": late_join,
         "pid": 1,
+        "resume": None,
     }
 
 
-async def put(state: _Hub, count: int, nbytes: int = 100) -> None:
+async def put(state: Hub, count: int, nbytes: int = 100) -> None:
     for _ in range(count):
         assert await state.reserve(nbytes)
         state.publish({"ref": [None], "nbytes": nbytes, "rows": 4})
@@ -87,3 +91,22 @@ def test_batches_no_consumer_needs_are_let_go_but_the_replay_window_is_kept() ->
 
     entries, held = asyncio.run(scenario())
     assert (entries, held) == (2, 200)  # batches 0 and 1, for late joiners
+
+
+@pytest.mark.parametrize(
+    ("local", "remote", "left_out", "own"),
+    [
+        (Producer, RayProducer, {"device"}, {"max_bytes", "lease_s"}),
+        (Consumer, RayConsumer, set(), {"copy"}),
+    ],
+)
+def test_the_ray_classes_take_the_local_signature_less_what_they_do_not_serve(
+    local, remote, left_out, own
+):
+    mine, theirs = inspect.signature(local).parameters, inspect.signature(remote).parameters
+    assert {name: p for name, p in mine.items() if name not in left_out} == {
+        name: p for name, p in theirs.items() if name not in own
+    }
+    for name in left_out:
+        with pytest.raises(TypeError, match=name):  # refused before Ray is asked
+            remote("ray:x", **{name: None})
