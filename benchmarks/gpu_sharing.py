@@ -21,6 +21,21 @@ The exit status is 1 when any trial's trainers did not all finish their ``--step
 that crashed or hung, CUDA IPC that failed): its row is still written, with
 ``trainers_finished`` below ``trainers``.
 
+How each side overlaps moving batches with compute on ``--device cuda``:
+
+* ``own``: the DataLoader pins each batch (its pin thread) and the trainer copies it with a
+  non-blocking copy on its own stream, so the copy runs on the GPU in step order while the
+  trainer's CPU goes on queueing the next steps (as far ahead as its loader's batches allow).
+* ``shared``: the producer copies each batch to the GPU (a blocking copy from pinned memory,
+  in its own process, so it overlaps the trainers' compute), and each trainer opens it
+  through CUDA IPC, its stream waiting for the producer's copy event. When a trainer's
+  previous batch is freed (as the next one arrives, before its step is queued), torch
+  synchronises the trainer's stream (so that the producer cannot reuse memory still being
+  read): a shared trainer never has a step queued ahead of the GPU.
+* ``--own-sync``: own trainers synchronise their stream at the same point (as each batch
+  arrives, before its step), so neither side queues a step ahead and the two differ only in
+  how batches are made and moved. The CSV's ``own_sync`` says which was run.
+
     python -m benchmarks.gpu_sharing --device cuda --out benchmarks/results/gpu_sharing.csv
 """
 
@@ -120,18 +135,23 @@ class CpuTimeline(threading.Thread):
         return (cpu1 - cpu0) / (t1 - t0)
 
 
-def _train(batches, args, barrier, report, name) -> None:
-    """Warm up, wait for the other trainers, time ``args.steps`` steps; report the window."""
+def _train(batches, args, barrier, report, name, sync: bool = False) -> None:
+    """Warm up, wait for the other trainers, time ``args.steps`` steps; report the window.
+    ``sync``: wait for the device's queued work as each batch arrives (``--own-sync``)."""
     torch.set_num_threads(1)
     step = TrainStep(args.arch, args.device)
     iterator = iter(batches)
     for batch in itertools.islice(iterator, args.warmup):
+        if sync:
+            step.finish()
         step(batch)
     step.finish()
     barrier.wait(timeout=args.trial_timeout)
     start = time.monotonic()
     done = 0
     for batch in itertools.islice(iterator, args.steps):
+        if sync:
+            step.finish()
         step(batch)
         done += 1
     step.finish()
@@ -143,7 +163,9 @@ def _dataset(args):
 
 
 def own_trainer(args: argparse.Namespace, barrier: Any, report: Any, name: int) -> None:
-    """A trainer process of mode ``own``: its own loader of ``args.workers`` processes.
+    """A trainer process of mode ``own``: its own loader of ``args.workers`` processes (with
+    ``args.own_sync``, waiting for its device as each batch arrives, as a shared trainer's
+    freed batch makes torch do).
 
     Args:
         args (argparse.Namespace): The options (`main`'s).
@@ -154,7 +176,7 @@ def own_trainer(args: argparse.Namespace, barrier: Any, report: Any, name: int) 
     loader = jpeg_loader(
         _dataset(args), args.batch_size, args.workers, pin_memory=args.device == "cuda"
     )
-    _train(endless(loader), args, barrier, report, name)
+    _train(endless(loader), args, barrier, report, name, sync=args.own_sync)
 
 
 def in_memory_trainer(args: argparse.Namespace, barrier: Any, report: Any, name: int) -> None:
@@ -273,6 +295,7 @@ def run_trial(mode: str, consumers: int, args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "image_size": args.image_size,
         "steps": args.steps,
+        "own_sync": args.own_sync,
         "trainers_finished": sum(r[1] == args.steps for r in results),
         "per_trainer_steps_per_s": sum(rates) / len(rates) if rates else 0.0,
         "slowest_trainer_steps_per_s": min(rates) if len(rates) == consumers else 0.0,
@@ -366,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for option, kind, default, help in options:
         parser.add_argument(option, type=kind, default=default, help=f"{help} (%(default)s)")
+    parser.add_argument(
+        "--own-sync", action="store_true",
+        help="own trainers wait for their device as each batch arrives, as shared ones do",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpu-sharing-") as root:

@@ -13,10 +13,11 @@ own connection at worst. See `Producer` and `Consumer` for the delivery guarante
 straight into recycled shared-memory segments that consumers keep mapped.
 
 Modules: `producer` and `consumer` (the API), `protocol` (messages), `endpoint` (sockets),
-`layout` (batches as shared storages), `policy` (who joins how and resumes where), `store`
-(batch references and replay retention), `peers` (connections), `loading` (the loader
-thread), `again` (past batches loaded again for a late joiner or a restart), `recut`
-(consumer batch sizes), `lifetime` (what is left open is closed at exit, by its owner),
+`layout` (batches as shared storages), `cuda_share` (CUDA IPC references, one per consumer
+and send), `policy` (who joins how and resumes where), `store` (batch references and replay
+retention), `peers` (connections), `loading` (the loader thread), `again` (past batches
+loaded again for a late joiner or a restart), `recut` (consumer batch sizes), `lifetime`
+(what is left open is closed at exit, by its owner),
 `pooled` (a dataset's batches in recycled segments), `copied` (a loader's batches copied
 into them), `segments` (the pool), `collate` (collating into a segment), `segment_views` (a
 consumer's mappings of segments); `ray_backend` (the same across hosts, through Ray).

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from sharing import cuda_share, lifetime, protocol
 from sharing import endpoint as endpoints
-from sharing import lifetime, protocol
 from sharing.args import check_consumer, check_state, signature_of_init
 from sharing.errors import LateJoinError, ProducerGone, ProtocolError, SharingError, StreamEnded
 from sharing.layout import first_dim, map_storages, map_tensors, rebuild
@@ -36,6 +36,10 @@ class Consumer:
     memory is never reused while this process holds it, so tensors may be kept as long as
     needed; the producer is told the batch is done when the loop asks for the next one (and,
     for a producer's recycled segments, that its memory is free once no tensor of it is left).
+    A CUDA batch (``Producer(device="cuda")``) comes with CUDA IPC references of this
+    consumer's own, which torch lowers once no tensor of it is left in this process and the
+    work queued on its current stream has run; `leave` lowers those of batches never opened.
+    Its tensors last as long as the producer's process: leave before the producer exits.
 
     Args:
         endpoint: The producer's endpoint (``Producer.endpoint``); ``ray:NAME`` makes a
@@ -122,6 +126,7 @@ class Consumer:
         self._lookahead: dict | None = None  # a message read ahead by `epochs`
         self.epochs_done = 0
         self._closed = True  # until connected
+        self._cuda = False  # whether a CUDA batch has come (its leave then waits, see leave)
         self._held: set[int] = set()
         self._early: set[int] = set()  # pooled batches freed before they were released
         # Sends come from the loop and from finalizers (which may run inside a send: reentrant)
@@ -238,7 +243,9 @@ class Consumer:
 
     def _batch(self, message: dict) -> Any:
         """The batch a ``batch`` message carries (its storages mapped)."""
-        return rebuild(message["layout"], message["maps"])
+        batch = rebuild(message["layout"], message["maps"])
+        self._cuda = self._cuda or bool(cuda_share.ipc_fields(message["layout"]))
+        return batch
 
     def _counted(self, stream: Iterator[tuple[int, Any]]) -> Iterator[tuple[int | None, Any]]:
         """``stream``'s (seq, batch) pairs, counted, with ``echo_on_stall``'s echoes between
@@ -415,13 +422,21 @@ class Consumer:
     # ------------------------------------------------------------------ leaving
 
     def leave(self) -> None:
-        """Leave: the producer stops serving this consumer at once (idempotent)."""
+        """Leave: the producer stops serving this consumer at once (idempotent). The CUDA
+        references of batches it never opened are lowered (after a CUDA batch, waiting at
+        most 1 s for the producer to close the connection, so those in flight are too)."""
         if self._closed:
             return
         with self._lock:
             with contextlib.suppress(OSError):
                 self._sock.settimeout(1.0)
                 protocol.send(self._sock, "leave")
+            unopened = self._lookahead
+            if unopened is not None and unopened["type"] == "batch":
+                self._cuda = cuda_share.release_unopened(unopened["layout"]) > 0 or self._cuda
+            self._lookahead = None
+            with contextlib.suppress(OSError):
+                cuda_share.release_in_flight(self._sock, cuda=self._cuda)
             self._closed = True
             self._sock.close()
             self._segments.close()

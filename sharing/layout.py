@@ -4,12 +4,13 @@ that hold its tensors, and rebuilding it from those storages as zero-copy views.
 A layout is JSON: ``{"t": "tensor", "dtype", "shape", "storage", "offset"}`` (``storage``
 indexes the descriptors sent with the message, -1 for an empty tensor; ``offset`` is in
 bytes),
-``{"t": "cuda_tensor", "dtype", "shape", "offset", "ipc": {...}}`` (a CUDA IPC handle;
-``offset`` in elements), ``{"t": "tuple" | "list", "items": [...]}``,
+``{"t": "cuda_tensor", "dtype", "shape", "offset", "ipc": {...}}`` (a CUDA IPC reference,
+made for each send by `sharing.cuda_share.for_send`; ``offset`` in elements),
+``{"t": "tuple" | "list", "items": [...]}``,
 ``{"t": "dict", "items": [[key, layout], ...]}`` or ``{"t": "value", "v": json}`` for plain
 numbers, strings, booleans and None. A layout travels in one control message, so `describe`
-refuses one that would not fit (`MAX_LAYOUT_BYTES`): each CUDA tensor takes about 440 bytes
-of it (its IPC handles), so a batch holds at most about 148.
+refuses one that would not fit (`MAX_LAYOUT_BYTES`): each CUDA tensor takes up to about 520
+bytes of it (its IPC handles), so a batch holds at most about 125.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sharing.cuda_share import IPC_BOUND, for_send
 from sharing.errors import ProtocolError
 from sharing.protocol import MAX_MESSAGE_BYTES
 
@@ -135,16 +137,21 @@ class _Storages:
 def describe(batch: Any) -> tuple[dict, list[int], list[torch.Tensor]]:
     """(layout, descriptors of its storages, tensors to keep alive while consumers read).
 
+    A CUDA tensor's ``ipc`` is its index in the kept tensors until `sharing.cuda_share.for_send`
+    makes a reference to it for one send.
+
     Raises:
         TypeError: A leaf cannot be shared (not a CPU or CUDA tensor/array or JSON scalar), a
             dict key is not a string, the batch has more than `MAX_STORAGES` storages, or its
-            layout more than `MAX_LAYOUT_BYTES` (e.g. over about 148 CUDA tensors).
+            layout, once shared, more than `MAX_LAYOUT_BYTES` (e.g. over about 125 CUDA
+            tensors).
     """
     storages = _Storages()
     layout = _describe(batch, storages)
     if len(storages.fds) > MAX_STORAGES:
         raise TypeError(f"a batch may use at most {MAX_STORAGES} tensor storages")
-    size = len(json.dumps(layout, separators=(",", ":")))
+    sent, _ = for_send(layout, storages.keep, lambda tensor: IPC_BOUND)
+    size = len(json.dumps(sent, separators=(",", ":")))
     if size > MAX_LAYOUT_BYTES:
         raise TypeError(
             f"a batch's layout may take at most {MAX_LAYOUT_BYTES} bytes (one control message), "
@@ -167,9 +174,15 @@ def _describe(batch: Any, storages: _Storages) -> dict:
             )
         if not tensor.is_contiguous():
             tensor = tensor.contiguous()
-        if tensor.device.type == "cuda":
+        if tensor.device.type == "cuda":  # shared anew at each send (`sharing.cuda_share`)
             storages.keep.append(tensor)
-            return _describe_cuda(tensor, name)
+            return {
+                "t": "cuda_tensor",
+                "dtype": name,
+                "shape": list(tensor.shape),
+                "offset": tensor.storage_offset(),
+                "ipc": len(storages.keep) - 1,
+            }
         return {
             "t": "tensor",
             "dtype": name,
@@ -194,10 +207,6 @@ def _describe(batch: Any, storages: _Storages) -> dict:
     )
 
 
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode()
-
-
 def _unb64(text: object, name: str) -> bytes | None:
     if text is None:
         return None
@@ -209,31 +218,6 @@ def _unb64(text: object, name: str) -> bytes | None:
 
 _IPC_COUNTS = ("device", "size", "storage_offset", "ref_counter_offset")  # integers >= 0
 _IPC_HANDLES = ("handle", "ref_counter_handle", "event_handle")  # base64 or None
-
-
-def _describe_cuda(tensor: torch.Tensor, name: str) -> dict:
-    """A CUDA tensor's IPC handle, as torch.multiprocessing shares it (no pickle)."""
-    from torch.multiprocessing.reductions import StorageWeakRef, shared_cache
-
-    storage = tensor._typed_storage()
-    (device, handle, size, offset, ref_handle, ref_offset, event, sync) = storage._share_cuda_()
-    shared_cache[handle] = StorageWeakRef(storage)  # torch's own bookkeeping for senders
-    return {
-        "t": "cuda_tensor",
-        "dtype": name,
-        "shape": list(tensor.shape),
-        "offset": tensor.storage_offset(),
-        "ipc": {
-            "device": device,
-            "handle": _b64(handle),
-            "size": size,
-            "storage_offset": offset,
-            "ref_counter_handle": _b64(ref_handle),
-            "ref_counter_offset": ref_offset,
-            "event_handle": _b64(event),
-            "event_sync_required": bool(sync),
-        },
-    }
 
 
 def _rebuild_cuda_tensor(layout: dict) -> torch.Tensor:

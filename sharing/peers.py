@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from sharing import cuda_share, protocol
 from sharing import endpoint as endpoints
-from sharing import protocol
 from sharing.errors import ProtocolError
 from sharing.policy import Refusal
 from sharing.store import BatchStore
@@ -73,6 +73,10 @@ class Peer:
         catchup: Batches loaded again for it that come before anything live (`CatchUp`).
         deferred: Live messages queued behind its catch-up.
         segments: Recycled segments whose descriptor it has (sent once each).
+        unsent: The first queued message, once made (its CUDA references, made with it, are
+            kept until it is sent, or lowered here if it never is).
+        references: The CUDA references sent to it that it may still hold (pruned at each
+            send, as torch's counters reach 0: `sharing.cuda_share.held`).
         left: Whether it said leave (a clean exit, whatever happens to its socket then).
         closed: Whether its end of the connection has closed.
     """
@@ -92,6 +96,8 @@ class Peer:
     catchup: deque[CatchUp] = field(default_factory=deque)
     deferred: deque[SendBatch | SendEndEpoch] = field(default_factory=deque)
     segments: set[int] = field(default_factory=set)
+    unsent: tuple[bytes, list[int], list[dict]] | None = None
+    references: list[dict] = field(default_factory=list)
     left: bool = False
     closed: bool = False
 
@@ -117,7 +123,9 @@ class Peer:
         sent = 0
         while self.outbox:
             entry = self.outbox[0]
-            body, fds = _record(entry, store, self.segments)
+            if self.unsent is None:
+                self.unsent = _record(entry, store, self.segments)
+            body, fds, references = self.unsent
             try:
                 if fds:
                     socket.send_fds(self.sock, [body], fds)
@@ -125,6 +133,9 @@ class Peer:
                     self.sock.send(body)
             except BlockingIOError:
                 break
+            self.unsent = None
+            if references:
+                self.references = [*cuda_share.held(self.references), *references]
             self.outbox.popleft()
             if isinstance(entry, SendBatch):
                 self.held.add(entry.seq)
@@ -158,7 +169,12 @@ class Peer:
         return True
 
     def release_all(self, store: BatchStore) -> None:
-        """Let go of everything queued or held (the consumer is gone)."""
+        """Let go of everything queued or held (the consumer is gone), and lower the counters
+        of CUDA references made for a message it never got."""
+        if self.unsent is not None:
+            for ipc in self.unsent[2]:
+                cuda_share.release_counter(ipc)
+            self.unsent = None
         for entry in (*self.outbox, *self.deferred):
             if isinstance(entry, SendBatch):
                 store.unref(entry.seq, self.cid)
@@ -223,17 +239,19 @@ class Peer:
 
 def _record(
     entry: SendBatch | SendEndEpoch, store: BatchStore, segments: set[int]
-) -> tuple[bytes, list[int]]:
-    """A queued entry's message and descriptors (a recycled segment's only the first time,
-    to a peer that has not got it: ``segments``)."""
+) -> tuple[bytes, list[int], list[dict]]:
+    """A queued entry's message, descriptors (a recycled segment's only the first time, to a
+    peer that has not got it: ``segments``) and the CUDA references made for it, one per
+    CUDA tensor (`sharing.cuda_share.for_send`)."""
     if isinstance(entry, SendBatch):
         batch = store[entry.seq]
+        layout, references = cuda_share.for_send(batch.layout, batch.keep)
         body = protocol.encode(
-            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=batch.layout,
+            "batch", seq=entry.seq, epoch=batch.epoch, index=batch.index, layout=layout,
             segment=batch.segment,
         )  # fmt: skip
-        return body, [] if batch.segment in segments else batch.fds
-    return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), []
+        return body, [] if batch.segment in segments else batch.fds, references
+    return protocol.encode("end_epoch", epoch=entry.epoch, batches=entry.batches), [], []
 
 
 class Peers:
@@ -250,6 +268,7 @@ class Peers:
         self.listener, self.store, self.hello_timeout_s = listener, store, hello_timeout_s
         self.selector: selectors.BaseSelector | None = None
         self.on_drop: Callable[[int], None] = lambda cid: None  # told each dropped cid
+        self.departed: list[Peer] = []  # dropped, alive, and holding CUDA references
         self.counts = {"joined": 0, "left": 0, "lost": 0}
         self._peers: dict[int, Peer] = {}
         self._next_cid = 0
@@ -318,6 +337,7 @@ class Peers:
                 self.selector.unregister(peer.sock)
         peer.sock.close()
         peer.release_all(self.store)
+        self.departed = [p for p in [*self.departed, peer] if _holds_cuda(p)]
         self.on_drop(peer.cid)
         if peer.welcomed:
             self.counts[why] += 1
@@ -332,8 +352,57 @@ class Peers:
                 log.warning("dropped a connection that sent no hello (pid %d)", peer.pid)
                 self.drop(peer, "left")
 
+    def await_cuda_release(
+        self, end: bytes, untold: list[Peer], read: Callable[[Peer], None], limit_s: float
+    ) -> None:
+        """After the stream's ``end`` message: while a consumer process, connected or gone,
+        is alive and holds a CUDA reference this process made (torch's counter above 0,
+        `sharing.cuda_share.held`), go on reading (with ``read``) the messages of those
+        connected; at most ``limit_s``, then a warning names each still holding some. (Their
+        tensors are this process's memory, kept for them only while it lives.) ``untold``:
+        peers the ``end`` message did not fit yet, sent it again meanwhile."""
+        waiting = [p for p in [*self._peers.values(), *self.departed] if _holds_cuda(p)]
+        if not waiting or self.selector is None:
+            return
+        for key in list(self.selector.get_map().values()):
+            if not (isinstance(key.data, Peer) and key.data in waiting):
+                self.selector.unregister(key.fileobj)
+        deadline = time.monotonic() + limit_s
+        while waiting and time.monotonic() < deadline:
+            untold = [p for p in untold if p.cid in self._peers and not _sent(p, end)]
+            for key, _ in self.selector.select(timeout=0.1):
+                self.guarded(key.data, read)
+            self.check(time.monotonic())
+            waiting = [p for p in waiting if _holds_cuda(p)]
+        for peer in waiting:
+            log.warning(
+                "consumer %d (pid %d) still holds %d CUDA tensors of this producer %g s after "
+                "the stream's end (cuda_release_s): the producer closes now, and those tensors "
+                "may read freed memory once this process exits. Let go of every batch (and end "
+                "the loop, or call Consumer.leave()) before the producer exits, or raise "
+                "cuda_release_s", peer.cid, peer.pid, len(peer.references), limit_s,
+            )  # fmt: skip
+
     def close(self) -> None:
         """Close every connection."""
         for peer in self._peers.values():
             peer.sock.close()
         self._peers.clear()
+
+
+def _holds_cuda(peer: Peer) -> bool:
+    """Whether ``peer``'s process is alive and holds a CUDA reference it was sent (its list
+    pruned to those)."""
+    if not peer.references or not endpoints.pid_alive(peer.pid):
+        return False
+    peer.references = cuda_share.held(peer.references)
+    return bool(peer.references)
+
+
+def _sent(peer: Peer, message: bytes) -> bool:
+    """Whether ``message`` went to ``peer`` without waiting."""
+    try:
+        peer.sock.send(message, socket.MSG_DONTWAIT)
+    except OSError:
+        return False
+    return True

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
+from sharing import cuda_share, lifetime, policy, protocol
 from sharing import endpoint as endpoints
-from sharing import lifetime, policy, protocol
 from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
-from sharing.args import accepting_former_names, check_stream, signature_of_init
+from sharing.args import accepting_former_names, check_seconds, check_stream, signature_of_init
 from sharing.copied import SegmentCopier, out_of_shm
 from sharing.errors import ProtocolError
 from sharing.layout import describe, map_tensors, nbytes
@@ -96,7 +96,14 @@ class Producer:
             Default 0.
         device: Move each batch to this device once before sharing it, e.g. "cuda": CUDA
             batches reach consumers as CUDA IPC handles (no copy; consumers must not modify
-            them in place, as all share the same memory). Default None: as the loader gives.
+            them in place, as all share the same memory). Default None: as the loader gives
+            (a loader's own CUDA tensors are shared too, once their device has finished the
+            work that made them, on whatever stream: `sharing.cuda_share.settle`).
+        cuda_release_s: A consumer's CUDA tensors are this process's memory: once the stream
+            has ended, the producer waits until no consumer process holds one (torch's
+            counters of the references it sent are all 0: every tensor let go of, its queued
+            GPU work run, or its process exited), at most this long, then logs a warning
+            naming those still holding some. Default 60.
         log_every_s: Seconds between metrics lines on the ``sharing.producer`` logger.
             Default 30.
 
@@ -123,9 +130,11 @@ class Producer:
         consumers: int = 1,
         join_grace_s: float = 0.0,
         device: str | torch.device | None = None,
+        cuda_release_s: float = 60.0,
         log_every_s: float = 30.0,
     ) -> None:
         check_stream(epochs, max_lag, replay_batches, replay_bytes, consumers, join_grace_s)
+        check_seconds(cuda_release_s, "cuda_release_s")
         if not hasattr(loader, "__iter__"):
             raise ValueError(f"loader must be an iterable of batches, got {type(loader).__name__}")
         self.loader = loader
@@ -134,6 +143,7 @@ class Producer:
         self.join_grace_s = float(join_grace_s)
         self._last_hello = -math.inf
         self.device = None if device is None else torch.device(device)
+        self.cuda_release_s = cuda_release_s
         self.log_every_s = log_every_s
         self._replay_batches, self._replay_bytes = replay_batches, replay_bytes
         self._window: int | None = None  # replay window, fixed at the first batch
@@ -324,8 +334,9 @@ class Producer:
     def close(self) -> None:
         """Disconnect consumers and release the socket and held batches (idempotent).
 
-        Called from another thread than `serve`'s, it stops serving and waits (at most 10 s)
-        for `serve` to return and the loader's iteration to end."""
+        Called from another thread than `serve`'s, it stops serving and waits for `serve` to
+        return (at most 10 s more than ``cuda_release_s``, which it may wait for consumers
+        of CUDA batches to leave) and the loader's iteration to end."""
         if self._closed:
             return
         self._closed = True
@@ -335,7 +346,7 @@ class Producer:
         # Nothing may go on running the loader's code (at exit, a thread caught inside a torch
         # op while the interpreter finalizes aborts the process).
         if self._serving is not threading.current_thread():
-            self._served.wait(timeout=10.0)
+            self._served.wait(timeout=10.0 + self.cuda_release_s)
         if self._pooled is not None:  # first: a worker stuck in the dataset holds no one up
             self._pooled.close()
         self._loading.join(timeout=10.0)
@@ -375,12 +386,16 @@ class Producer:
             reason=f"the producer {how}{f' ({detail})' if detail else ''} before its first "
             "batch reached this consumer",
         )
+        untold = []
         for peer in self._peers:
             if peer.welcomed or peer.hello is not None:
-                with contextlib.suppress(OSError):
+                try:
                     peer.sock.send(end if peer.welcomed else refusal, socket.MSG_DONTWAIT)
-        self._peers.close()
+                except OSError:
+                    untold.append(peer)
         self._stop_listening()
+        self._peers.await_cuda_release(end, untold, self._read, self.cuda_release_s)
+        self._peers.close()
 
     def _stop_listening(self) -> None:
         if self._listening:
@@ -586,6 +601,7 @@ class Producer:
                 epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
                 on_drop=lambda: pool.release(sid),
             )  # fmt: skip
+        cuda_share.settle(batch)
         if self.device is not None:
             batch = map_tensors(batch, lambda t: t.to(self.device))
         try:

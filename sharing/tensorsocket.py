@@ -155,6 +155,10 @@ class TensorProducer:
         producer_batch_size: Ignored, with a warning.
         device: Where batches are shared from: "auto" (default, as TensorSocket: the GPU
             when one is present, else CPU shared memory), "cuda", "cpu" or None (as given).
+            "auto" counts GPUs as ``torch.cuda.device_count()`` does, through NVML, which
+            leaves CUDA uninitialised: consumers may still be forked from this process
+            afterwards. (Where NVML cannot count them it falls back to CUDA's own count,
+            which initialises CUDA, as ``torch.cuda.is_available()`` always does.)
         join_grace_s: See `Producer`. Default 3.
         idle_s: Seconds the loop waits with no consumer connected before it ends (this
             loop and every later one stop at once). Default 60.
@@ -186,7 +190,7 @@ class TensorProducer:
         if not isinstance(rubber_band_pct, (int, float)) or not 0 <= rubber_band_pct <= 1:
             raise ValueError(f"rubber_band_pct must be in [0, 1], got {rubber_band_pct!r}")
         if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else None
+            device = "cuda" if torch.cuda.device_count() > 0 else None
         self.data_loader, self.port, self.ack_port = data_loader, port, ack_port
         self.epoch, self.idle_s = 0, idle_s
         self._idle = False  # ended after idle_s with no consumer

@@ -185,6 +185,38 @@ def test_cuda_batches_arrive_intact_at_every_consumer_once(children):
         assert sorted(ids) == ids == list(range(BATCHES * ROWS))
 
 
+def _keep_after_leaving(endpoint, hold_s: float):
+    """Keep every batch, leave, hold them ``hold_s`` longer, then check them: the producer
+    must still be alive (its memory is what they are)."""
+    import time
+
+    from sharing import Consumer
+    from sharing.endpoint import pid_alive
+
+    consumer = Consumer(endpoint)
+    kept = list(consumer)
+    consumer.leave()
+    time.sleep(hold_s)
+    alive = pid_alive(consumer._producer_pid)
+    expected = [make_batch(i) for i in range(len(kept))]
+    problems = [
+        f"batch {index}: {problem}"
+        for index, (got, want) in enumerate(zip(kept, expected, strict=True))
+        for problem in _compare(got, want)
+    ]
+    return len(kept), alive, problems
+
+
+def test_the_producer_outlives_the_cuda_batches_a_consumer_keeps_after_leaving(children):
+    endpoints, results = SPAWN.Queue(), SPAWN.Queue()
+    producer = children.start(_serve, endpoints, [make_batch(i) for i in range(BATCHES)], 1, DEVICE)
+    endpoint = endpoints.get(timeout=WAIT_S)
+    consumer = children.start(_report, results, _keep_after_leaving, endpoint, 2.0)
+    (outcome,) = _outcomes(results, 1)
+    _join([producer, consumer])  # the producer ends once the consumer's tensors are gone
+    assert outcome == (BATCHES, True, [])
+
+
 class _Views:
     """Batches that are views into one CUDA storage at different offsets, made on the GPU in
     the producer's process (a loader that yields CUDA tensors itself)."""
@@ -297,6 +329,6 @@ def test_a_batch_of_too_many_cuda_tensors_is_refused_when_described():
     from sharing.layout import MAX_LAYOUT_BYTES, describe
 
     tensors = [torch.full((4,), float(i), device=DEVICE) for i in range(200)]
-    describe(tensors[:100])  # about 440 bytes of layout each: 100 fit one message
+    describe(tensors[:100])  # up to about 520 bytes of layout each: 100 fit one message
     with pytest.raises(TypeError, match=f"at most {MAX_LAYOUT_BYTES} bytes"):
         describe(tensors)  # refused here, not when sent (which would stop the producer)

@@ -180,3 +180,18 @@ def test_a_drop_in_loop_after_the_last_epoch_raises_naming_the_epochs_served():
     assert first == 20
     assert after.startswith("StreamEnded") and "finished its stream" in after, after
     assert "1 whole epoch" in after
+
+
+@pytest.mark.parametrize(("gpus", "device"), [(0, None), (1, torch.device("cuda"))])
+def test_device_auto_counts_gpus_without_initialising_cuda(monkeypatch, gpus, device):
+    # torch.cuda.is_available() initialises CUDA, after which forked consumers cannot use it;
+    # torch.cuda.device_count() asks NVML.
+    def poisons_fork() -> bool:
+        raise AssertionError("torch.cuda.is_available() was called")
+
+    monkeypatch.setattr(torch.cuda, "is_available", poisons_fork)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    producer = TensorProducer([torch.zeros(2)], f"auto{gpus}-{os.getpid()}", device="auto")
+    assert producer._producer.device == device
+    producer._producer.stop()
+    producer.join()
