@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from sharing.copied import out_of_shm
-from sharing.loading import LoaderFailed, epoch_iter, released, sampler_of
+from sharing.loading import LoaderFailed, epoch_iter, offer, released, sampler_of
 from sharing.peers import CatchUp, Peer, Peers, SendEndEpoch
 from sharing.policy import Position
 from sharing.store import BatchStore
 
-__all__ = ["Again", "CatchUps", "Reloader", "reload_refusal", "repeats"]
+__all__ = ["Again", "CatchUps", "Reloader", "held", "missed", "reload_refusal", "repeats"]
 
 
 def repeats(loader: Any) -> bool:
@@ -63,6 +63,27 @@ def reload_refusal(loader: Any) -> str | None:
 
 
 _ORDERED = ("SequentialSampler", "_InfiniteConstantSampler")
+
+
+def held(epoch: int, position: Position) -> bool:
+    """Whether the replay window still holds every batch of ``epoch`` that the producer at
+    ``position`` has shared."""
+    return epoch == position.epoch and position.index <= position.window
+
+
+def missed(epoch: int, index: int, position: Position) -> list[CatchUp]:
+    """What a consumer whose next batch is batch ``index`` of ``epoch`` has missed of the
+    stream of a producer at ``position``, as the ranges to load again for it: the rest of
+    each past epoch (each ending it), then the current epoch up to ``position.index``."""
+    steps = []
+    for past in range(epoch, position.epoch):
+        start = index if past == epoch else 0
+        assert position.batches_per_epoch is not None  # counted: the epoch has ended
+        steps.append(CatchUp(past, start, position.batches_per_epoch, ends=True))
+    start = index if epoch == position.epoch else 0
+    if start < position.index:
+        steps.append(CatchUp(position.epoch, start, position.index, ends=False))
+    return steps
 
 
 class Again(NamedTuple):
@@ -135,14 +156,7 @@ class Reloader:
             self._thread.join(timeout)
 
     def _put(self, item: Again | LoaderFailed) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-            except queue.Full:
-                continue
-            self._wake()
-            return True
-        return False
+        return offer(self._queue, item, self._stop, self._wake)
 
     def _run(self) -> None:
         try:
@@ -205,19 +219,14 @@ class CatchUps:
     ) -> None:
         """Queue for a restarted consumer the batches from ``index`` of ``epoch`` on, before
         its live stream: from the replay window if it holds them all, else loaded again."""
-        if epoch == position.epoch and position.index <= position.window:
+        if held(epoch, position):
             for seq in store.replayable(epoch, position.index):
                 if store[seq].index >= index:
                     store.ref(seq, peer.cid)
                     peer.enqueue(seq, live=False)
             return
-        for past in range(epoch, position.epoch):
-            start = index if past == epoch else 0
-            assert position.batches_per_epoch is not None  # counted: the epoch has ended
-            self.start(peer, CatchUp(past, start, position.batches_per_epoch, ends=True))
-        start = index if epoch == position.epoch else 0
-        if start < position.index:
-            self.start(peer, CatchUp(position.epoch, start, position.index, ends=False))
+        for step in missed(epoch, index, position):
+            self.start(peer, step)
 
     def deliver(self, peers: Peers) -> None:
         """Queue each batch loaded again for its consumer, while it has room."""

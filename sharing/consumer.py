@@ -151,16 +151,18 @@ class Consumer:
             self._sock.close()
             self._closed = True
             raise
+        self._welcomed(welcome, state, resume)
+
+    def _welcomed(
+        self, welcome: dict[str, Any], state: dict[str, Any] | None, resume: list[int] | None
+    ) -> None:
+        """Take the producer's ``welcome``, and start counting this consumer's position, from
+        ``state`` if it resumes (`sharing.args.check_state` gave ``resume``)."""
         self.consumer_id = welcome["consumer_id"]
         self.mode = welcome["mode"]
         self.epoch = welcome["epoch"]
         self._batches_per_epoch = welcome["batches_per_epoch"]
         self._producer_batch_size: int | None = None
-        self._restore(state, resume)
-
-    def _restore(self, state: dict[str, Any] | None, resume: list[int] | None) -> None:
-        """After the welcome: start counting this consumer's position, from ``state`` if
-        it resumes (`sharing.args.check_state` gave ``resume``)."""
         self._position = (self.epoch, 0)  # this consumer's next example: (epoch, index in it)
         self._skip = 0  # rows of the first batch that a restarted consumer was given before
         if state is not None and resume is not None:

@@ -21,6 +21,7 @@ __all__ = [
     "Owed",
     "epoch_iter",
     "length",
+    "offer",
     "sampler_of",
     "set_epoch",
 ]
@@ -111,6 +112,19 @@ def epoch_iter(loader: Any, epoch: int, lock: threading.Lock) -> Iterator[Any]:
 _DONE = object()
 
 
+def offer(into: queue.Queue, item: Any, stop: threading.Event, wake: Callable[[], None]) -> bool:
+    """Put ``item`` into the bounded queue ``into`` (a loading thread's, read by the serving
+    loop), waiting for room until ``stop`` is set; then call ``wake``. False if stopped."""
+    while not stop.is_set():
+        try:
+            into.put(item, timeout=0.1)
+        except queue.Full:
+            continue
+        wake()
+        return True
+    return False
+
+
 def length(loader: Any) -> int | None:
     """``len(loader)``, or None if it has no length."""
     try:
@@ -186,14 +200,7 @@ class LoaderThread:
             return None
 
     def _put(self, item: Item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-            except queue.Full:
-                continue
-            self._wake()
-            return True
-        return False
+        return offer(self._queue, item, self._stop, self._wake)
 
     def _run(self) -> None:
         try:

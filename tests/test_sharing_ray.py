@@ -80,6 +80,15 @@ class Reader:
                 time.sleep(step_s)
         return got
 
+    def ids(self, count: int) -> list[list[float]]:
+        """The first column of each of the next ``count`` batches."""
+        got: list[list[float]] = []
+        while len(got) < count:
+            kind, batch = next(self.flat)
+            if kind == "batch":
+                got.append(batch[:, 0].tolist())
+        return got
+
     def rest(self) -> list[list[float]]:
         """Every remaining epoch's values, to the end of the stream (the epoch in progress
         first)."""
@@ -438,20 +447,69 @@ def test_a_killed_consumer_restarted_from_its_state_resumes_from_the_replay_wind
     assert rest == [epoch[3 * ROWS :], epoch]  # batch 3 again, as it was not checkpointed
 
 
-def test_a_restart_past_the_replay_window_is_refused_saying_why(cluster: Cluster) -> None:
-    name = endpoint("resume-gone")
-    gate = threading.Semaphore(0)
-    with Served(Gated(6, gate), endpoint=name, max_lag=10, replay_batches=1) as producer:
-        first = Reader.options(**on("b")).remote(name)
-        gate.release()
-        ray.get(first.take.remote(1))
+class Ids(torch.utils.data.Dataset):
+    """Sample i is (i, i): a batch's first column names its samples."""
+
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.full((2,), float(index))
+
+
+def seeded_loader(shuffle_seed: int | None = 5) -> torch.utils.data.DataLoader:
+    """12 batches of 8 an epoch, shuffled by a seeded sampler (None: an unseeded shuffle)."""
+    if shuffle_seed is None:
+        return torch.utils.data.DataLoader(Ids(), batch_size=8, shuffle=True)
+    sampler = torch.utils.data.DistributedSampler(Ids(), 1, 0, shuffle=True, seed=shuffle_seed)
+    return torch.utils.data.DataLoader(Ids(), batch_size=8, sampler=sampler)
+
+
+@pytest.mark.parametrize(
+    ("die_after", "k"), [(14, 5), (30, 3)], ids=["outside-the-window", "last-epoch"]
+)
+def test_a_killed_consumer_restarted_past_the_replay_window_gets_its_batches_loaded_again(
+    cluster: Cluster, die_after: int, k: int
+) -> None:
+    """Killed after ``die_after`` batches, restarted from the state saved ``k`` before: across
+    both lives it trains on exactly what an uninterrupted consumer does, each batch once."""
+    name = endpoint("resume-again")
+    with Served(
+        seeded_loader(), endpoint=name, epochs=3, max_lag=4, replay_batches=2, consumers=2
+    ) as producer:
+        first, other = (Reader.options(**on("b")).remote(name) for _ in range(2))
+        along = other.ids.remote(die_after + 2)  # reads along, then past the kill
+        before = ray.get(first.ids.remote(die_after - k))
         state = ray.get(first.state.remote())
-        for _ in range(3):
-            gate.release()
-        until(lambda: producer.metrics()["batches_produced"] == 4)
+        ray.get(first.ids.remote(k))  # trained on, never checkpointed
+        ray.kill(first)
+        ray.get(along)  # the producer is past the window
+        again = Reader.options(**on("b")).remote(name, state=state)
+        assert ray.get(again.mode.remote()) == "resume"
+        rest, reference = ray.get([again.rest.remote(), other.rest.remote()])
+        metrics = producer.metrics()
+    loader = seeded_loader()
+    uninterrupted = []
+    for epoch in range(3):
+        loader.sampler.set_epoch(epoch)
+        uninterrupted.extend(batch[:, 0].tolist() for batch in loader)
+    flat = lambda lists: list(itertools.chain.from_iterable(lists))  # noqa: E731
+    assert flat(reference) == flat(uninterrupted[die_after + 2 :])  # the others go on
+    assert flat(before) + flat(rest) == flat(uninterrupted)  # each sample once, in order
+    assert metrics["batches_loaded_again"] > 0
+
+
+def test_a_restart_past_the_window_of_an_unseeded_shuffle_is_refused_saying_why(
+    cluster: Cluster,
+) -> None:
+    name = endpoint("resume-gone")
+    with Served(seeded_loader(None), endpoint=name, max_lag=4, replay_batches=1) as producer:
+        first = Reader.options(**on("b")).remote(name)
+        ray.get(first.ids.remote(1))
+        state = ray.get(first.state.remote())
+        ray.get(first.ids.remote(4))
+        until(lambda: producer.metrics()["batches_produced"] >= 5)
         outcome = ray.get(try_join.options(**on("b")).remote(name, state=state))
         ray.get(first.leave.remote())
-        for _ in range(100):
-            gate.release()
     assert outcome.startswith("LateJoinError") and "no longer held for replay" in outcome
-    assert "does not load past batches again" in outcome
+    assert "shuffles without a seed" in outcome

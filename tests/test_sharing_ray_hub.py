@@ -25,7 +25,9 @@ def hub(**overrides: Any) -> Hub:
     return Hub(settings)
 
 
-def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, Any]:
+def hello(
+    late_join: str = "auto", batch_size: int | None = None, resume: list[int] | None = None
+) -> dict[str, Any]:
     from sharing import protocol
 
     return {
@@ -33,7 +35,7 @@ def hello(late_join: str = "auto", batch_size: int | None = None) -> dict[str, A
         "batch_size": batch_size,
         "late_join": late_join,
         "pid": 1,
-        "resume": None,
+        "resume": resume,
     }
 
 
@@ -91,6 +93,69 @@ def test_batches_no_consumer_needs_are_let_go_but_the_replay_window_is_kept() ->
 
     entries, held = asyncio.run(scenario())
     assert (entries, held) == (2, 200)  # batches 0 and 1, for late joiners
+
+
+def test_a_late_joiner_of_a_shuffled_loader_is_loaded_again_or_refused_never_wrapped() -> None:
+    """Past the window, a loader whose epochs differ cannot wrap (its wrapped epoch would
+    repeat samples): its missed batches are loaded again, or the join is refused."""
+
+    async def join(reload_refusal: str | None) -> dict[str, Any]:
+        state = hub(repeats=False, reload_refusal=reload_refusal, max_lag=10)
+        await state.hello(hello())
+        await put(state, 4)
+        return await state.hello(hello())
+
+    reloads = asyncio.run(join(None))
+    refused = asyncio.run(join("the loader shuffles without a seed"))
+    assert reloads["mode"] == "reload"
+    assert refused["code"] == "late_join" and "shuffles without a seed" in refused["reason"]
+
+
+def again(index: int, epoch: int = 0) -> dict[str, Any]:
+    """Batch ``index`` of ``epoch``, loaded again (its ref names it)."""
+    return {"epoch": epoch, "index": index, "ref": [f"again {epoch}.{index}"], "nbytes": 100,
+            "rows": 4}  # fmt: skip
+
+
+def test_a_restart_past_the_window_gets_its_batches_loaded_again_before_the_live_ones() -> None:
+    """Resumed at batch 4 of epoch 0 with the producer at batch 2 of epoch 1 (window 1): the
+    rest of epoch 0, its end, and epoch 1's first two are asked of the producer's loader,
+    placed for that consumer alone, and served before the log."""
+
+    async def scenario() -> tuple[list[Any], list[dict], tuple, int]:
+        state = hub(max_lag=20, max_bytes=100_000, replay_batches=1, batches_per_epoch=6)
+        first = (await state.hello(hello()))["consumer_id"]
+        await put(state, 6)
+        state.end_epoch()
+        await put(state, 2)
+        cid = (await state.hello(hello(resume=[0, 4])))["consumer_id"]
+        asked = [await state.again(0.01) for _ in range(3)]
+        for index in (4, 5):
+            assert await state.room(cid)
+            assert state.place(cid, again(index))
+            if index == 4:
+                with pytest.raises(ValueError, match="waits for batch 5 of epoch 0"):
+                    state.place(cid, again(3))  # out of order
+        assert await state.room(cid)
+        state.place(cid, again(0, epoch=1))
+        state.place(cid, again(1, epoch=1))
+        await put(state, 1)  # the live stream goes on meanwhile
+        given = [await state.next(cid, taken) for taken in range(6)]
+        needs_none = state.place(first, again(0))  # first needs no catch-up
+        state.leave(cid)
+        left = state.place(cid, again(2, epoch=1)), await state.room(cid)
+        return asked, given, (needs_none, *left), state.held_bytes
+
+    asked, given, refused, held = asyncio.run(scenario())
+    assert asked == [[1, 0, 4, 6], [1, 1, 0, 2], None]
+    assert [(m["type"], m.get("epoch"), m.get("index")) for m in given] == [
+        ("batch", 0, 4), ("batch", 0, 5), ("end_epoch", 0, None), ("batch", 1, 0),
+        ("batch", 1, 1), ("batch", 1, 2),
+    ]  # fmt: skip
+    assert given[0]["ref"] == ["again 0.4"] and given[5]["seq"] >= 0  # then the log's
+    assert given[0]["ahead"][0][1] == ["again 0.5"]  # the next is pulled ahead
+    assert refused == (False, False, None)  # nothing is placed for those; None: gone
+    assert held == 9 * 100  # the log's 9 (first has read none); none of the leaver's
 
 
 @pytest.mark.parametrize(

@@ -36,8 +36,7 @@ READING = ("batch_size", "late_join", "connect_timeout_s", "timeout_s", "echo_on
 @signature_of_init
 class RayConsumer(Consumer):
     """`Consumer` of a Ray producer; ``Consumer("ray:NAME")`` makes one, in any process of
-    the cluster. Arguments and attributes are `Consumer`'s (``state``: it resumes from the
-    replay window only; the Ray backend does not load past batches again), and:
+    the cluster. Arguments and attributes are `Consumer`'s, and:
 
     Args:
         copy: Give each batch as private, writable tensors (a copy) instead of read-only
@@ -75,12 +74,7 @@ class RayConsumer(Consumer):
             raise _refusal_error(welcome)
         self._closed = False
         self._pid = lifetime.opened(self)
-        self.consumer_id = welcome["consumer_id"]
-        self.mode = welcome["mode"]
-        self.epoch = welcome["epoch"]
-        self._batches_per_epoch = welcome["batches_per_epoch"]
-        self._producer_batch_size: int | None = None
-        self._restore(state, resume)
+        self._welcomed(welcome, state, resume)
         self._lease_s = welcome["lease_s"]
         self._beating = threading.Event()
         threading.Thread(

@@ -14,6 +14,8 @@ from typing import Any
 import ray
 
 from sharing import policy
+from sharing.again import held, missed
+from sharing.peers import CatchUp
 from sharing.ray_backend.common import (
     AHEAD,
     POLL_S,
@@ -35,11 +37,22 @@ class _Member:
     pid: int
     taken: int = 0  # entries it has asked past (so released)
     served: int = 0  # log position after the last entry it was given
+    # Its catch-up: the entries its stream starts with, loaded again for it alone (a restart
+    # or a join past the replay window), before the log from ``base``.
+    catchup: list[CatchUp] = field(default_factory=list)  # ranges not yet all placed
+    private_len: int = 0  # entries of the catch-up, end_epoch entries included
+    private: dict[int, dict] = field(default_factory=dict)  # placed and not taken, by index
+    placed: int = 0  # catch-up entries placed
 
     @property
     def pos(self) -> int | None:
-        """Its next log position; None while it waits for a next epoch."""
-        return None if self.base is None else self.base + self.taken
+        """Its next log position (``base`` while it catches up); None while it waits for a
+        next epoch."""
+        return None if self.base is None else self.base + max(0, self.taken - self.private_len)
+
+    @property
+    def catching_up(self) -> bool:
+        return self.taken < self.private_len
 
 
 @dataclass
@@ -75,6 +88,9 @@ class Hub:
         self.batches_per_epoch = settings["batches_per_epoch"]
         self.replay_batches = settings["replay_batches"]
         self.replay_bytes = settings["replay_bytes"]
+        self.repeats = settings.get("repeats", True)
+        self.reload_refusal = settings.get("reload_refusal")
+        self.next_private_seq = -1  # catch-up entries' seqs count down, the log's up
         self.window = 0 if self.replay_batches is None else self.replay_batches
         self.log = _Log()
         self.members: dict[int, _Member] = {}
@@ -89,7 +105,7 @@ class Hub:
         self.held_bytes = 0
         self.started = False
         self.last_hello = 0.0
-        self.counts = {"joined": 0, "left": 0, "lost": 0, "served": 0}
+        self.counts = {"joined": 0, "left": 0, "lost": 0, "served": 0, "again": 0}
         self._changed = asyncio.Event()
         self._reaper: asyncio.Task | None = None
 
@@ -119,7 +135,7 @@ class Hub:
             now = time.monotonic()
             lost = [cid for cid, m in self.members.items() if now - m.seen > self.lease_s]
             for cid in lost:
-                del self.members[cid]
+                self._drop(cid)
                 self.counts["lost"] += 1
                 log.warning("consumer %d lost: no lease renewal for %.2f s", cid, self.lease_s)
             if lost:
@@ -136,7 +152,8 @@ class Hub:
             batches_per_epoch=self.batches_per_epoch,
             epochs=self.epochs,
             finished=self.regular_end is not None or self.end is not None,
-            reload_refusal="the Ray backend does not load past batches again",
+            repeats=self.repeats,
+            reload_refusal=self.reload_refusal,
         )
 
     async def hello(self, hello: dict[str, Any]) -> dict[str, Any]:
@@ -148,22 +165,31 @@ class Hub:
         cid = self.next_id
         self.next_id += 1
         pos: int | None
+        catchup: list[CatchUp] = []
+        position = self._position()
         if join.mode == "replay":
             pos = self.epoch_pos[join.epoch]
-        elif join.mode == "resume" and (join.epoch, join.start_index) != (self.epoch, self.index):
-            pos = self.epoch_pos[join.epoch] + join.start_index  # held for replay (plan_resume)
+        elif join.mode == "resume" and held(join.epoch, position):
+            pos = self.epoch_pos.get(join.epoch, self.log.head) + join.start_index
         elif join.mode == "next_epoch":
             pos = None
-        else:  # start, wrap: from the next batch logged
+        else:  # start, wrap: from the next batch logged; reload, resume: after a catch-up
             pos = self.log.head
-        self.members[cid] = _Member(
+            if join.mode == "reload":
+                catchup = missed(self.epoch, 0, position)
+            elif join.mode == "resume":
+                catchup = missed(join.epoch, join.start_index, position)
+        self.members[cid] = member = _Member(
             mode=join.mode,
             base=pos,
             wait_epoch=join.epoch if pos is None else None,
             start_index=join.start_index if join.mode == "wrap" else 0,
             seen=time.monotonic(),
             pid=hello["pid"],
+            catchup=catchup,
+            private_len=sum(step.stop - step.start + step.ends for step in catchup),
         )
+        self._place_ends(member)
         self.counts["joined"] += 1
         self.last_hello = time.monotonic()
         self._notify()
@@ -185,15 +211,27 @@ class Hub:
 
     def leave(self, cid: int) -> None:
         """``cid`` leaves: it is served no more."""
-        if self.members.pop(cid, None) is not None:
+        if self._drop(cid):
             self.counts["left"] += 1
             self._forget()
             self._notify()
+
+    def _drop(self, cid: int) -> bool:
+        """Forget consumer ``cid`` and its catch-up entries; False if it was not here."""
+        member = self.members.pop(cid, None)
+        if member is None:
+            return False
+        for entry in member.private.values():
+            self.held_bytes -= entry.get("nbytes", 0)
+        member.private.clear()
+        return True
 
     def _entry_for(self, member: _Member) -> dict | None:
         """What ``member`` gets at its position now: an entry, the end, or None (wait)."""
         if self.end is not None and self.end["reason"] != "finished":
             return self.end
+        if member.catching_up:
+            return member.private.get(member.taken)
         if member.pos is None:
             return self.end  # waiting for a next epoch: only the end can come
         if self.regular_end is not None and member.pos >= self.regular_end:
@@ -219,6 +257,10 @@ class Hub:
             }
         member.seen = time.monotonic()
         if taken > member.taken:
+            for index in range(member.taken, min(taken, member.private_len)):
+                entry = member.private.pop(index, None)
+                if entry is not None:
+                    self.held_bytes -= entry.get("nbytes", 0)
             member.taken = taken
             self._forget()
             self._notify()
@@ -235,12 +277,17 @@ class Hub:
         if not await self._until(ready, POLL_S) or not found:
             return {"type": "wait"} if cid in self.members else await self.next(cid, taken)
         entry = found[-1]
-        if member.pos is not None and entry["type"] != "end":
+        private = member.catching_up
+        if member.pos is not None and entry["type"] != "end" and not private:
             member.served = member.pos + 1
         if entry["type"] == "batch":
             self.counts["served"] += 1
             reply = {key: value for key, value in entry.items() if key != "nbytes"}
-            after = (self.log.entries.get(p) for p in range(entry["seq"] + 1, self.log.head))
+            if private:
+                following = range(member.taken + 1, member.private_len)
+                after = (member.private.get(index) for index in following)
+            else:
+                after = (self.log.entries.get(p) for p in range(entry["seq"] + 1, self.log.head))
             reply["ahead"] = [
                 (e["seq"], e["ref"])
                 for e in itertools.islice(after, AHEAD)
@@ -355,6 +402,8 @@ class Hub:
             return False
         if self.end["reason"] != "finished" or member.base is None:
             return True
+        if member.catching_up:
+            return False
         assert self.regular_end is not None
         owed = self.regular_end + (member.start_index if member.mode == "wrap" else 0)
         return member.served >= min(owed, self.log.head)
@@ -391,14 +440,78 @@ class Hub:
 
     def gone(self, cid: int) -> None:
         """``cid`` was given the stream's end: it needs nothing more."""
-        if self.members.pop(cid, None) is not None:
+        if self._drop(cid):
             self._forget()
             self._notify()
+
+    # -- catch-ups (the producer's thread that loads past batches again) -------------
+
+    async def again(self, timeout: float) -> list[int] | None:
+        """Wait (at most ``timeout``) for a catch-up range no one has asked to load yet:
+        [consumer id, epoch, start, stop], marked asked for; None if none came."""
+        found: list[list[int]] = []
+
+        def ready() -> bool:
+            for cid, member in self.members.items():
+                for step in member.catchup:
+                    if not step.requested:
+                        step.requested = True
+                        found.append([cid, step.epoch, step.start, step.stop])
+                        return True
+            return False
+
+        await self._until(ready, timeout)
+        return found[0] if found else None
+
+    async def room(self, cid: int) -> bool | None:
+        """Wait (at most `POLL_S`) until consumer ``cid`` has room for one more catch-up
+        batch (fewer than ``max_lag`` placed and not taken): True; False to ask again; None
+        if it is gone (load nothing more for it)."""
+        if not await self._until(
+            lambda: cid not in self.members or len(self.members[cid].private) < self.max_lag,
+            POLL_S,
+        ):
+            return False
+        return True if cid in self.members else None
+
+    def place(self, cid: int, batch: dict[str, Any]) -> bool:
+        """Queue ``batch`` (``ref``, ``nbytes``, ``rows``, its ``epoch`` and ``index``),
+        loaded again, for consumer ``cid`` alone; False if it is gone."""
+        member = self.members.get(cid)
+        if member is None or not member.catchup:
+            return False
+        step = member.catchup[0]
+        if (batch["epoch"], batch["index"]) != (step.epoch, step.start):
+            raise ValueError(
+                f"batch {batch['index']} of epoch {batch['epoch']} placed for consumer {cid}, "
+                f"which waits for batch {step.start} of epoch {step.epoch}"
+            )
+        self._add_private(member, {"type": "batch", "seq": self.next_private_seq, **batch})
+        self.next_private_seq -= 1
+        self.held_bytes += batch["nbytes"]
+        self.counts["again"] += 1
+        step.start += 1
+        self._place_ends(member)
+        self._notify()
+        return True
+
+    def _add_private(self, member: _Member, entry: dict) -> None:
+        member.private[member.placed] = entry
+        member.placed += 1
+
+    def _place_ends(self, member: _Member) -> None:
+        """Drop ``member``'s whole catch-up ranges, placing the end of each that ends its
+        epoch."""
+        while member.catchup and member.catchup[0].start >= member.catchup[0].stop:
+            step = member.catchup.pop(0)
+            if step.ends:
+                self._add_private(member, {"type": "end_epoch", "epoch": step.epoch})
 
     def metrics(self) -> dict[str, Any]:
         """Consumers, their lag, what is held."""
         return {
             "batches_served": self.counts["served"],
+            "batches_loaded_again": self.counts["again"],
             "consumers": len(self.members),
             "consumers_joined": self.counts["joined"],
             "consumers_left": self.counts["left"],

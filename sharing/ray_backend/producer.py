@@ -6,16 +6,17 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sharing import lifetime
+from sharing.again import reload_refusal, repeats
 from sharing.args import check_int, check_stream, extends_init, signature_of_init
 from sharing.layout import first_dim
-from sharing.loading import released
+from sharing.loading import epoch_iter, released
 from sharing.producer import Producer
 from sharing.ray_backend.common import (
     GONE_S,
@@ -79,6 +80,8 @@ class RayProducer(Producer):
         self._served = threading.Event()
         self._serving: threading.Thread | None = None
         self._counters = {"produced": 0, "owed": 0}
+        self._lock = threading.Lock()  # two threads may start an epoch of the loader
+        self._again_failed: BaseException | None = None
         self._ops = 0
         self._cpu_start = time.process_time()
         connect()
@@ -92,7 +95,8 @@ class RayProducer(Producer):
             "consumers": consumers, "max_lag": max_lag, "max_bytes": max_bytes,
             "lease_s": float(lease_s), "join_grace_s": float(join_grace_s), "epochs": epochs,
             "batches_per_epoch": length, "replay_batches": replay_batches,
-            "replay_bytes": replay_bytes,
+            "replay_bytes": replay_bytes, "repeats": repeats(loader),
+            "reload_refusal": reload_refusal(loader),
         }  # fmt: skip
         self.max_bytes = max_bytes
         here = ray.get_runtime_context().get_node_id()
@@ -140,8 +144,8 @@ class RayProducer(Producer):
         self._ops += 1
         return ref
 
-    def _put(self, batch: Any, late: bool = False) -> bool:
-        """Reserve, put and log one batch; False if stopped meanwhile."""
+    def _stored(self, batch: Any) -> tuple[Any, int]:
+        """``batch`` as it goes into the object store, and its bytes there."""
         stored = to_store(batch)
         nbytes = store_nbytes(stored)
         if nbytes > self.max_bytes:
@@ -149,6 +153,11 @@ class RayProducer(Producer):
                 f"a batch of {nbytes} bytes exceeds max_bytes={self.max_bytes}; pass a larger "
                 "max_bytes or smaller batches"
             )
+        return stored, nbytes
+
+    def _put(self, batch: Any, late: bool = False) -> bool:
+        """Reserve, put and log one batch; False if stopped meanwhile."""
+        stored, nbytes = self._stored(batch)
         while not ray.get(self._hub.reserve.remote(nbytes)):
             if self._stop.is_set():
                 return False
@@ -158,6 +167,44 @@ class RayProducer(Producer):
         )
         self._counters["produced"] += 1
         return True
+
+    def _again(self, done: threading.Event) -> None:
+        """Load past batches again for the consumers that need them (a restart, a join past
+        the replay window), one range at a time, until ``done``; a loader's error stops
+        serving and is raised by `serve`."""
+        try:
+            while not (done.is_set() or self._stop.is_set()):
+                work = ray.get(self._hub.again.remote(POLL_S))
+                if work is not None:
+                    self._load_again(*work)
+        except BaseException as error:
+            self._again_failed = released(error)
+            self._stop.set()
+
+    def _load_again(self, cid: int, epoch: int, start: int, stop: int) -> None:
+        """Batches ``start`` to ``stop`` - 1 of ``epoch``, loaded again for consumer ``cid``."""
+        index = -1
+        batches = self._loaded(lambda: epoch_iter(self.loader, epoch, self._lock))
+        for index, batch in enumerate(batches):
+            if index >= stop:
+                return
+            if index < start:
+                continue
+            (stored, nbytes), rows = self._stored(batch), first_dim(batch) or 0
+            del batch
+            while not (room := ray.get(self._hub.room.remote(cid))):
+                if room is None or self._stop.is_set():
+                    return
+            ref = ray.put(stored)
+            entry = {"ref": [ref], "nbytes": nbytes, "rows": rows}
+            if not ray.get(self._hub.place.remote(cid, {"epoch": epoch, "index": index, **entry})):
+                return
+            self._counters["produced"] += 1
+        if index + 1 < stop and not self._stop.is_set():
+            raise RuntimeError(
+                f"epoch {epoch} of the loader, loaded again, ended after {index + 1} batches, "
+                f"not {stop}: its epochs differ in length"
+            )
 
     def serve(self) -> None:
         """Serve every epoch (or until `stop`); then tell every consumer the stream ended and
@@ -173,14 +220,18 @@ class RayProducer(Producer):
         self._served.clear()
         reason, detail = "stopped", ""
         last_log = time.monotonic()
+        again_done = threading.Event()
+        again = threading.Thread(
+            target=self._again, args=(again_done,), name="sharing-ray-again", daemon=True
+        )
+        again.start()
         try:
             epoch = 0
             while (self.epochs is None or epoch < self.epochs) and not self._stop.is_set():
                 if self._finishing.is_set() and epoch:
                     break
-                if hasattr(self.loader, "set_epoch"):
-                    self.loader.set_epoch(epoch)
-                for batch in self._loaded(self.loader):
+                batches = self._loaded(lambda e=epoch: epoch_iter(self.loader, e, self._lock))
+                for batch in batches:
                     if self._stop.is_set() or not self._put(batch):
                         break
                     if time.monotonic() - last_log >= self.log_every_s:
@@ -195,6 +246,8 @@ class RayProducer(Producer):
                 if owed:
                     self._counters["owed"] = self._load_owed(owed)
                 reason = "finished"
+            if self._again_failed is not None:
+                raise self._again_failed
         except BaseException as error:
             reason, detail = "failed", f"{type(error).__name__}: {error}"
             raise
@@ -207,14 +260,16 @@ class RayProducer(Producer):
                 while not (self._closed or self._stop.is_set()):
                     if ray.get(self._hub.delivered.remote(1.0)):
                         break
+                again_done.set()
+                again.join(timeout=5.0)
                 log.info("finished: %s", self.metrics())
             finally:
                 self._served.set()
 
-    def _loaded(self, loader: Iterable[Any]) -> Iterator[Any]:
-        """One iteration of ``loader``, run in a thread of its own so that `stop` ends
-        serving even while the loader is stuck in its next batch (the thread then ends
-        at that batch); the loader's error is raised here."""
+    def _loaded(self, batches: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+        """The iterable that ``batches()`` makes, iterated in a thread of its own so that
+        `stop` ends serving even while the loader is stuck in its next batch (the thread
+        then ends at that batch); the loader's error is raised here."""
         handoff: queue.Queue = queue.Queue(maxsize=1)
         done = object()
         left = threading.Event()  # this iteration's reader went away
@@ -228,7 +283,7 @@ class RayProducer(Producer):
 
         def load() -> None:
             try:
-                for item in loader:
+                for item in batches():
                     if not offer(item):
                         return
                 offer(done)
@@ -253,10 +308,9 @@ class RayProducer(Producer):
 
     def _load_owed(self, owed: int) -> int:
         """Load the first ``owed`` batches again, for wrapped consumers alone."""
-        if hasattr(self.loader, "set_epoch"):
-            self.loader.set_epoch(self.epochs or 0)
         loaded = 0
-        for batch in self._loaded(self.loader):
+        after = self.epochs or 0
+        for batch in self._loaded(lambda: epoch_iter(self.loader, after, self._lock)):
             if loaded == owed or not self._put(batch, late=True):
                 break
             loaded += 1
