@@ -14,18 +14,18 @@ from typing import Any
 
 import torch
 
-from sharing import cuda_share, lifetime, policy, protocol
 from sharing import endpoint as endpoints
+from sharing import lifetime, policy, protocol
 from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
 from sharing.args import accepting_former_names, check_seconds, check_stream, signature_of_init
 from sharing.copied import SegmentCopier, out_of_shm
 from sharing.errors import ProtocolError
-from sharing.layout import describe, map_tensors, nbytes
+from sharing.layout import nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
 from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, replay_window
-from sharing.pooled import PooledBatch, PooledLoader, dataset_producer
-from sharing.store import BatchStore, SharedBatch
+from sharing.pooled import PooledLoader, dataset_producer
+from sharing.store import BatchStore, SharedBatch, discard, share
 
 __all__ = ["LATE_JOIN_MODES", "Producer"]
 
@@ -167,7 +167,7 @@ class Producer:
         self._loading = LoaderThread(loader, epochs, self._wake, adopt=adopt, lock=lock)
         self._catchups = CatchUps(
             Reloader(loader, lock, self._wake, adopt=adopt), max_lag, self._place_again,
-            self._discard,
+            lambda batch: discard(batch, self._pool),
         )  # fmt: skip
         self._repeats, self._reload_refusal = repeats(loader), reload_refusal(loader)
         self._store = BatchStore()
@@ -245,7 +245,7 @@ class Producer:
         ``batches_loaded_again``: those loaded again for a consumer that joined past the
         replay window), consumers, their lag, batches held, producer CPU s."""
         welcomed = self._peers.active()
-        return {
+        metrics = {
             "batches_produced": self._counters["produced"],
             "batches_served": self._counters["served"],
             "batches_for_late_joiners": self._counters["owed"],
@@ -257,18 +257,13 @@ class Producer:
             "lag": {c.cid: len(c.live) for c in welcomed},
             "batches_held": len(self._store),
             "bytes_held": self._store.nbytes,
-            **(
-                {"segments": len(self._pool), "segment_bytes": self._pool.nbytes}
-                if self._pool is not None
-                else {}
-            ),
-            **(
-                {"batches_copied": self._copier.copied, "copy_s": self._copier.seconds}
-                if self._copier is not None
-                else {}
-            ),
             "producer_cpu_s": time.process_time() - self._cpu_start,
         }
+        if self._pool is not None:
+            metrics.update(segments=len(self._pool), segment_bytes=self._pool.nbytes)
+        if self._copier is not None:
+            metrics.update(batches_copied=self._copier.copied, copy_s=self._copier.seconds)
+        return metrics
 
     def serve(self) -> None:
         """Serve until every epoch is delivered to the connected consumers, or `stop`.
@@ -513,12 +508,6 @@ class Producer:
         self._counters["produced"] += 1
         self._counters["again"] += 1
 
-    def _discard(self, batch: Any) -> None:
-        """Let go of a batch loaded again for a consumer that has left."""
-        if isinstance(batch, PooledBatch):
-            assert self._pool is not None
-            self._pool.release(batch.segment)
-
     def _produce(self) -> None:
         self._catchups.deliver(self._peers)
         while True:
@@ -593,22 +582,7 @@ class Producer:
         return True
 
     def _share(self, batch: Any, epoch: int, index: int) -> SharedBatch:
-        """``batch`` as consumers receive it (moved to ``device`` first, if set)."""
-        if isinstance(batch, PooledBatch):
-            assert self._pool is not None
-            pool, sid = self._pool, batch.segment
-            return SharedBatch(
-                epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
-                on_drop=lambda: pool.release(sid),
-            )  # fmt: skip
-        cuda_share.settle(batch)
-        if self.device is not None:
-            batch = map_tensors(batch, lambda t: t.to(self.device))
-        try:
-            layout, fds, keep = describe(batch)
-        except TypeError as error:
-            raise ValueError(f"batch {index} of epoch {epoch}: {error}") from None
-        return SharedBatch(epoch, index, layout, fds, keep, nbytes(batch))
+        return share(batch, epoch, index, self._pool, self.device)
 
     def _in_grace(self) -> bool:
         return time.monotonic() - self._last_hello < self.join_grace_s

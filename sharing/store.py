@@ -7,7 +7,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BatchStore", "SharedBatch"]
+from sharing import cuda_share
+from sharing.layout import describe, map_tensors, nbytes
+from sharing.pooled import PooledBatch
+from sharing.segments import SegmentPool
+
+__all__ = ["BatchStore", "SharedBatch", "discard", "share"]
 
 
 @dataclass
@@ -27,6 +32,41 @@ class SharedBatch:
     retained: bool = False
     segment: int | None = None
     on_drop: Callable[[], None] | None = None
+
+
+def share(
+    batch: Any, epoch: int, index: int, pool: SegmentPool | None, device: Any = None
+) -> SharedBatch:
+    """Batch ``index`` of ``epoch`` as consumers receive it: one in a segment of ``pool`` by
+    that segment (given back once the batch is dropped), any other by its tensors'
+    descriptors, moved to ``device`` first if set (a loader's own CUDA tensors once their
+    device has finished making them, `sharing.cuda_share.settle`).
+
+    Raises:
+        ValueError: ``batch`` holds what cannot be shared (the message names it).
+    """
+    if isinstance(batch, PooledBatch):
+        assert pool is not None
+        sid = batch.segment
+        return SharedBatch(
+            epoch, index, batch.layout, [pool[sid].fd], [], batch.nbytes, segment=sid,
+            on_drop=lambda: pool.release(sid),
+        )  # fmt: skip
+    cuda_share.settle(batch)
+    if device is not None:
+        batch = map_tensors(batch, lambda t: t.to(device))
+    try:
+        layout, fds, keep = describe(batch)
+    except TypeError as error:
+        raise ValueError(f"batch {index} of epoch {epoch}: {error}") from None
+    return SharedBatch(epoch, index, layout, fds, keep, nbytes(batch))
+
+
+def discard(batch: Any, pool: SegmentPool | None) -> None:
+    """Let go of ``batch``, never shared: its segment of ``pool``, if it has one, is free."""
+    if isinstance(batch, PooledBatch):
+        assert pool is not None
+        pool.release(batch.segment)
 
 
 class BatchStore:
