@@ -49,12 +49,15 @@ def echo_speedup(table: pd.DataFrame, out: Path) -> None:
 
 def shared_loading(table: pd.DataFrame, out: Path) -> None:
     """Draw `benchmarks.sharing`'s table: batches/s per consumer and CPU ms per batch received
-    against the number of consumers N, one line per mode and workload.
+    against the number of consumers N, one line per mode and workload, under the machine's
+    own /dev/shm (rows with ``shm_mb`` 0; the table holds the rows of a smaller one too).
 
     Args:
         table: The benchmark's CSV, read.
         out: The figure file; its suffix (``.png``, ``.pdf``) chooses the format.
     """
+    if "shm_mb" in table:
+        table = table[table["shm_mb"] == 0]
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     modes = sorted(table["mode"].unique())
     styles = dict(zip(sorted(table["workload"].unique()), ["-", "--", ":", "-."], strict=False))
