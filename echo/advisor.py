@@ -15,9 +15,11 @@ batch takes ``max(upstream, e x step)``, so the wall time to target relative to 
 and factor. Echoing before augmentation repeats the augmentation, so when the read and
 augment stages are given their shares ``(1 - a)`` and ``a`` of the upstream, that point's
 upstream per fresh batch is ``(1 - a) + e a`` instead of 1. Where R falls between two
-factors measured at a point, ``e = R`` (as many steps as the loader allows) is priced too, its
-ratio interpolated in log-log between the two. The setting with the least expected time is
-advised, with its interval (the ratio's min-max over the searches).
+factors measured at a point, ``e`` = the largest R of the measured windows (as many steps as
+the loader allows even in its slowest window, so that a window slower than the median does
+not leave the step waiting) is priced too, its ratio interpolated in log-log between the two
+and its time charged ``e / R`` for the median window. The setting with the least expected
+time is advised, with its interval (the ratio's min-max over the searches).
 
 `echo` imports nothing else of this project: the evidence travels as a file beside this one.
 """
@@ -272,7 +274,13 @@ class Candidate:
         return text
 
 
-def recommend(R: float, workload: str, *, augment_share: float | None = None) -> list[Candidate]:
+def recommend(
+    R: float,
+    workload: str,
+    *,
+    augment_share: float | None = None,
+    R_max: float | None = None,
+) -> list[Candidate]:
     """Every setting the evidence holds for ``workload``, priced at ``R``, best first.
 
     Args:
@@ -280,6 +288,8 @@ def recommend(R: float, workload: str, *, augment_share: float | None = None) ->
         workload: A workload of the evidence (`workloads`).
         augment_share: The augment stage's share of the upstream time, when known. Default
             None: echoing before augmentation is priced as if augmentation cost nothing.
+        R_max: The largest R of the measured windows: the factor priced between two measured
+            ones (`Measurement.ratios`). Default None: ``R``.
 
     Raises:
         ValueError: ``R`` is not a positive number, ``augment_share`` is outside [0, 1], or
@@ -287,6 +297,8 @@ def recommend(R: float, workload: str, *, augment_share: float | None = None) ->
     """
     if isinstance(R, bool) or not isinstance(R, int | float) or not R > 0 or math.isinf(R):
         raise ValueError(f"R must be a positive number, got {R!r}")
+    if R_max is not None and not (isinstance(R_max, int | float) and R_max >= R):
+        raise ValueError(f"R_max must be a number >= R = {R!r}, got {R_max!r}")
     if augment_share is not None and not 0 <= augment_share <= 1:
         raise ValueError(f"augment_share must be in [0, 1], got {augment_share!r}")
     _check_workload(workload)
@@ -300,7 +312,7 @@ def recommend(R: float, workload: str, *, augment_share: float | None = None) ->
         rows.sort(key=lambda row: row["echo_factor"])
         for row in rows:
             candidates.append(_priced(row, R, share))
-        factor = round(R, 2)  # e = R: as many steps as the loader allows, no more
+        factor = round(R if R_max is None else R_max, 2)  # as many steps as the loader allows
         for below, above in itertools.pairwise(rows):
             if below["echo_factor"] < factor < above["echo_factor"]:
                 candidates.append(_priced(_between(below, above, factor), R, share))
@@ -413,7 +425,7 @@ def _report(advice: Advice) -> list[str]:
         lines.append("Input-bound. Best setting per workload (expected time to target relative")
         lines.append("to no echoing, min-max over the searches):")
         for name, family in workloads().items():
-            best = recommend(m.R, name, augment_share=m.augment_share)[0]
+            best = recommend(m.R, name, augment_share=m.augment_share, R_max=max(m.ratios))[0]
             lines.append(f"  {name} ({family}): {best.describe()}")
         lines.append(
             "Name the nearest one (workload=..., --workload) for one setting, and for "
@@ -505,9 +517,8 @@ def advise(
     measurement = measure(
         loader, step, windows=windows, batches=batches, warmup=warmup, read=read, augment=augment
     )
-    candidates = (
-        ()
-        if workload is None
-        else tuple(recommend(measurement.R, workload, augment_share=measurement.augment_share))
-    )
+    candidates: tuple[Candidate, ...] = ()
+    if workload is not None:
+        share, slowest = measurement.augment_share, max(measurement.ratios)
+        candidates = tuple(recommend(measurement.R, workload, augment_share=share, R_max=slowest))
     return Advice(measurement, workload, candidates)

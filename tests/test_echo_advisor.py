@@ -81,6 +81,16 @@ def test_between_two_measured_factors_e_equals_r_is_priced_from_both():
     assert "ratio interpolated between e=2 and 4" in best.describe()
 
 
+def test_the_factor_between_two_covers_the_slowest_window_and_pays_for_it():
+    """With R 3 in the median window and 3.3 in the slowest, e = 3.3: the step never waits,
+    and the median window's idle upstream is charged (x 3.3 / 3)."""
+    best = recommend(3.0, "imagenet_resnet", R_max=3.3)[0]
+    assert (best.point, best.factor, best.between) == ("before_augment", 3.3, (2.0, 4.0))
+    assert best.pipeline == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="R_max must be a number >= R"):
+        recommend(3.0, "imagenet_resnet", R_max=2.0)
+
+
 def test_an_expensive_augmentation_moves_the_advice_after_it():
     cheap = recommend(8.0, "imagenet_resnet")[0]
     assert (cheap.point, cheap.factor) == ("before_augment", 8.0)
@@ -101,7 +111,8 @@ def test_the_advice_names_its_evidence_interval_scale_and_echo_on_stall():
     text = str(advice)
     best = advice.setting
     assert best is not None and best.point == "before_augment"
-    assert best.factor == pytest.approx(advice.measurement.R, abs=0.01)  # e = R, R near 4
+    slowest = max(advice.measurement.ratios)  # e = the slowest window's R, near 4
+    assert best.factor == pytest.approx(slowest, abs=0.01)
     for expected in ("imagenet_resnet", "image classification", "results/protocol/summary.csv",
                      f"study {best.study}", "cpu scale", f"{best.low:.3f}-{best.high:.3f}",
                      f"EchoOnStall(loader, max_factor={math.ceil(best.factor)})"):  # fmt: skip
