@@ -19,10 +19,10 @@ from typing import Any, NamedTuple
 from sharing.copied import out_of_shm
 from sharing.loading import LoaderFailed, epoch_iter, offer, released, sampler_of
 from sharing.peers import CatchUp, Peer, Peers, SendEndEpoch
-from sharing.policy import Position
+from sharing.policy import Position, held
 from sharing.store import BatchStore
 
-__all__ = ["Again", "CatchUps", "Reloader", "held", "missed", "reload_refusal", "repeats"]
+__all__ = ["Again", "CatchUps", "Reloader", "missed", "reload_refusal", "repeats", "short_epoch"]
 
 
 def repeats(loader: Any) -> bool:
@@ -65,10 +65,13 @@ def reload_refusal(loader: Any) -> str | None:
 _ORDERED = ("SequentialSampler", "_InfiniteConstantSampler")
 
 
-def held(epoch: int, position: Position) -> bool:
-    """Whether the replay window still holds every batch of ``epoch`` that the producer at
-    ``position`` has shared."""
-    return epoch == position.epoch and position.index <= position.window
+def short_epoch(epoch: int, batches: int, stop: int) -> RuntimeError:
+    """The error for past ``epoch``, loaded again up to batch ``stop``, that ended after
+    ``batches`` batches."""
+    return RuntimeError(
+        f"epoch {epoch} of the loader, loaded again, ended after {batches} batches, not "
+        f"{stop}: its epochs differ in length"
+    )
 
 
 def missed(epoch: int, index: int, position: Position) -> list[CatchUp]:
@@ -182,10 +185,7 @@ class Reloader:
                 if not self._put(item):
                     return
         if index + 1 < request.stop:
-            raise RuntimeError(
-                f"epoch {request.epoch} of the loader, loaded again, ended after {index + 1} "
-                f"batches, not {request.stop}: its epochs differ in length"
-            )
+            raise short_epoch(request.epoch, index + 1, request.stop)
 
 
 class CatchUps:

@@ -22,6 +22,7 @@ __all__ = [
     "Position",
     "Refusal",
     "check_hello",
+    "held",
     "plan",
     "plan_join",
     "plan_resume",
@@ -116,6 +117,12 @@ def check_hello(hello: dict[str, Any]) -> Refusal | None:
     return None
 
 
+def held(epoch: int, position: Position) -> bool:
+    """Whether the replay window still holds every batch of ``epoch`` that the producer at
+    ``position`` has shared."""
+    return epoch == position.epoch and position.index <= position.window
+
+
 def plan_join(position: Position, late_join: str) -> Join | Refusal:
     """How a consumer asking for ``late_join`` (one of `protocol.LATE_JOIN_MODES`) joins a
     producer at ``position``."""
@@ -177,8 +184,7 @@ def plan_resume(position: Position, epoch: int, index: int) -> Join | Refusal:
             f"{where} is ahead of the producer (batch {now[1]} of epoch {now[0]}): a state "
             "saved from another producer's stream?",
         )
-    held = epoch == position.epoch and position.index <= position.window
-    if (epoch, index) < now and not held and position.reload_refusal is not None:
+    if (epoch, index) < now and not held(epoch, position) and position.reload_refusal is not None:
         return Refusal(
             "late_join",
             f"{where} and those after it are no longer held for replay, and "

@@ -16,13 +16,13 @@ import torch
 
 from sharing import endpoint as endpoints
 from sharing import lifetime, policy, protocol
-from sharing.again import Again, CatchUps, Reloader, reload_refusal, repeats
+from sharing.again import Again, CatchUps, Reloader, missed, reload_refusal, repeats
 from sharing.args import accepting_former_names, check_seconds, check_stream, signature_of_init
 from sharing.copied import SegmentCopier, out_of_shm
 from sharing.errors import ProtocolError
 from sharing.layout import nbytes
 from sharing.loading import EpochEnd, Loaded, LoaderDone, LoaderFailed, LoaderThread, Owed, length
-from sharing.peers import CatchUp, Peer, Peers, SendBatch, SendEndEpoch
+from sharing.peers import Peer, Peers, SendBatch, SendEndEpoch
 from sharing.policy import Join, Position, Refusal, replay_window
 from sharing.pooled import PooledLoader, dataset_producer
 from sharing.store import BatchStore, SharedBatch, discard, share
@@ -485,7 +485,8 @@ class Producer:
         elif plan.mode == "wrap":
             peer.wrap_index = plan.start_index
         elif plan.mode == "reload":
-            self._catchups.start(peer, CatchUp(self._epoch, 0, self._index, ends=False))
+            for step in missed(self._epoch, 0, self._position()):
+                self._catchups.start(peer, step)
         elif plan.mode == "resume":
             self._catchups.resume(peer, plan.epoch, plan.start_index, self._position(), self._store)
         log.info("consumer %d (pid %d) joined (%s)", peer.cid, peer.pid, plan.mode)

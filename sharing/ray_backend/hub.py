@@ -14,7 +14,7 @@ from typing import Any
 import ray
 
 from sharing import policy
-from sharing.again import held, missed
+from sharing.again import missed
 from sharing.peers import CatchUp
 from sharing.ray_backend.common import (
     AHEAD,
@@ -169,7 +169,7 @@ class Hub:
         position = self._position()
         if join.mode == "replay":
             pos = self.epoch_pos[join.epoch]
-        elif join.mode == "resume" and held(join.epoch, position):
+        elif join.mode == "resume" and policy.held(join.epoch, position):
             pos = self.epoch_pos.get(join.epoch, self.log.head) + join.start_index
         elif join.mode == "next_epoch":
             pos = None

@@ -13,7 +13,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sharing import lifetime
-from sharing.again import reload_refusal, repeats
+from sharing.again import reload_refusal, repeats, short_epoch
 from sharing.args import check_int, check_stream, extends_init, signature_of_init
 from sharing.layout import first_dim
 from sharing.loading import epoch_iter, released
@@ -201,10 +201,7 @@ class RayProducer(Producer):
                 return
             self._counters["produced"] += 1
         if index + 1 < stop and not self._stop.is_set():
-            raise RuntimeError(
-                f"epoch {epoch} of the loader, loaded again, ended after {index + 1} batches, "
-                f"not {stop}: its epochs differ in length"
-            )
+            raise short_epoch(epoch, index + 1, stop)
 
     def serve(self) -> None:
         """Serve every epoch (or until `stop`); then tell every consumer the stream ended and
