@@ -34,9 +34,11 @@ mode before repeat i+1 of any); a row holds the repeats' medians and, per repeat
 aggregate throughput and the CPU per batch (``*_by_repeat``), which the claims on sharing pair
 repeat by repeat.
 
-``copy_ms_per_batch`` is what ``shared`` and ``shared_recut`` pay for keeping nothing in
-/dev/shm: the producer's copy of each DataLoader batch into its recycled segments, in ms per
-batch (part of ``cpu_ms_producer``). ``--shm-mb 0 64`` runs every trial twice, the second
+``lent_share`` is the share of the ``shared`` and ``shared_recut`` producer's batches that
+its DataLoader's workers collated straight into the producer's recycled segments
+(`sharing.lending`); ``copy_ms_per_batch`` is what the rest cost: the producer's copy of
+each batch into its segments, to keep nothing in /dev/shm, in ms per batch copied (part of
+``cpu_ms_producer``). ``--shm-mb 0 64`` runs every trial twice, the second
 time inside a private 64 MB /dev/shm (as a container started without ``--shm-size``; needs
 root); each row names its ``shm_mb`` and compares with own loaders under the same limit.
 
@@ -252,7 +254,8 @@ def shared_producer(
         endpoint (str): Where it listens (``unix:@NAME``).
         consumers (int): Consumers it waits for before the first batch.
         costs (multiprocessing.Queue): Receives, once serving ends, the seconds the producer
-            spent copying the loader's batches into its segments and the batches copied.
+            spent copying the loader's batches into its segments, the batches copied and
+            the batches its workers collated into them (lent).
     """
     from sharing import Producer
 
@@ -261,7 +264,7 @@ def shared_producer(
     ) as producer:
         producer.serve()
         metrics = producer.metrics()
-        costs.put((metrics["copy_s"], metrics["batches_copied"]))
+        costs.put((metrics["copy_s"], metrics["batches_copied"], metrics["batches_lent"]))
 
 
 def enter_shm(megabytes: int) -> None:
@@ -626,7 +629,7 @@ def run_trial(
     rates = [per * (got - 1) / seconds for _, got, seconds, per, _ in results if got > 1]
     received = sum(per * got for _, got, _, per, _ in results)
     roles = cpu_by_role(tree, {pid for *_, pid in results})
-    copy_s, copied = costs.get(timeout=5) if not costs.empty() else (math.nan, 0)
+    copy_s, copied, lent = costs.get(timeout=5) if not costs.empty() else (math.nan, 0, 0)
     return {
         "workload": workload,
         "mode": mode,
@@ -645,6 +648,7 @@ def run_trial(
             for role, seconds in roles.items()
         },
         "copy_ms_per_batch": 1000 * copy_s / copied if copied else math.nan,
+        "lent_share": lent / (lent + copied) if lent + copied else math.nan,
         "touch": TOUCH,
         "wall_s": wall,
         "machine": machine_note(),
@@ -755,6 +759,7 @@ def run(
             "cpu_ms_per_batch_received",
             *(f"cpu_ms_{role}" for role in ROLES),
             "copy_ms_per_batch",
+            "lent_share",
             "consumers_finished",
         ],
     )

@@ -113,6 +113,8 @@ class Reloader:
         lock: Shared with the loader thread (see `epoch_iter`).
         wake: Called (from the thread) after each item is queued.
         adopt: Turns each batch into what is queued (`sharing.loading.LoaderThread`'s).
+        drop: Lets go of a batch the loader yields that is not wanted (one before the range
+            asked for, or after it). Default None: nothing to do.
     """
 
     def __init__(
@@ -121,8 +123,10 @@ class Reloader:
         lock: threading.Lock,
         wake: Callable[[], None],
         adopt: Callable[[Any], Any] | None = None,
+        drop: Callable[[Any], None] | None = None,
     ) -> None:
         self.source = getattr(loader, "completion_loader", loader)
+        self._drop = drop or (lambda batch: None)
         self._lock, self._wake = lock, wake
         self._adopt = adopt or (lambda batch: batch)
         self._requests: queue.Queue[_Request] = queue.Queue()
@@ -178,8 +182,11 @@ class Reloader:
         index = -1
         for index, batch in enumerate(batches):
             if index >= request.stop or request.cid in self._cancelled:
+                self._drop(batch)
                 return
-            if index >= request.start:
+            if index < request.start:
+                self._drop(batch)
+            else:
                 item = Again(request.cid, request.epoch, index, self._adopt(batch))
                 del batch
                 if not self._put(item):

@@ -101,10 +101,12 @@ def set_epoch(loader: Any, epoch: int) -> None:
 def epoch_iter(loader: Any, epoch: int, lock: threading.Lock) -> Iterator[Any]:
     """An iterator over ``epoch`` of ``loader``: ``set_epoch`` and the start of the
     iteration (which fixes a sampler's order) happen under ``lock``, so two threads that
-    iterate one loader at different epochs each get their own."""
+    iterate one loader at different epochs each get their own. The iteration starts through
+    ``lock.begin(loader)`` where the lock has one (`sharing.lending.IterationLock`), else
+    ``iter(loader)``."""
     with lock:
         set_epoch(loader, epoch)
-        batches = iter(loader)
+        batches = getattr(lock, "begin", iter)(loader)
         first = next(batches, _DONE)
     return batches if first is _DONE else itertools.chain([first], batches)
 

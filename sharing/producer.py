@@ -153,21 +153,21 @@ class Producer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        # A loader's batches are copied into recycled segments as they arrive (none held in
-        # /dev/shm); from_dataset's are made in them, and device batches are shared as they are.
-        self._copier = None
-        if self.device is None and not isinstance(loader, PooledLoader):
-            self._copier = SegmentCopier()
+        # A loader's batches go into recycled segments as they arrive (none held in /dev/shm;
+        # a DataLoader's workers collate into them, `sharing.lending`; others' are copied),
+        # from_dataset's are made in them, and device batches are shared as they are.
+        pooled, copier = isinstance(loader, PooledLoader), None
+        if self.device is None and not pooled:
+            copier = SegmentCopier(loader)
+        self._copier = copier
         # the segments batches are served from: the dataset loader's, or the copies'
-        self._pool = loader.pool if isinstance(loader, PooledLoader) else None
-        if self._copier is not None:
-            self._pool = self._copier.pool
-        adopt = self._copier and self._copier.copy
-        lock = threading.Lock()  # two threads may start an epoch of the loader
+        self._pool = copier.pool if copier else loader.pool if pooled else None
+        adopt, drop = (copier.copy, copier.drop) if copier else (None, None)
+        lock = copier.lock() if copier else threading.Lock()  # iterations start under it
         self._loading = LoaderThread(loader, epochs, self._wake, adopt=adopt, lock=lock)
         self._catchups = CatchUps(
-            Reloader(loader, lock, self._wake, adopt=adopt), max_lag, self._place_again,
-            lambda batch: discard(batch, self._pool),
+            Reloader(loader, lock, self._wake, adopt=adopt, drop=drop), max_lag,
+            self._place_again, lambda batch: discard(batch, self._pool),
         )  # fmt: skip
         self._repeats, self._reload_refusal = repeats(loader), reload_refusal(loader)
         self._store = BatchStore()
@@ -262,7 +262,7 @@ class Producer:
         if self._pool is not None:
             metrics.update(segments=len(self._pool), segment_bytes=self._pool.nbytes)
         if self._copier is not None:
-            metrics.update(batches_copied=self._copier.copied, copy_s=self._copier.seconds)
+            metrics.update(self._copier.metrics())
         return metrics
 
     def serve(self) -> None:

@@ -67,6 +67,12 @@ class SegmentPool:
         return self._segments[sid]
 
     @property
+    def free(self) -> int:
+        """Segments no one holds."""
+        with self._lock:
+            return len(self._free)
+
+    @property
     def nbytes(self) -> int:
         """Bytes of every segment."""
         with self._lock:

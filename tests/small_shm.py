@@ -24,7 +24,9 @@ from sharing import Consumer, Producer
 from sharing.tensorsocket import TensorConsumer, TensorProducer
 
 SAMPLES, BATCH, WORKERS = 384, 16, 2
-MODES = ("dataloader", "producer", "from_dataset", "replay", "wrap", "tensorsocket", "too_big")
+MODES = (
+    "dataloader", "producer", "from_dataset", "replay", "wrap", "tensorsocket", "big", "too_big",
+)  # fmt: skip
 
 
 class Images(Dataset):
@@ -76,6 +78,17 @@ def _loader(batch_size: int = BATCH, workers: int = WORKERS) -> DataLoader:
     )  # fmt: skip
 
 
+class Batches:
+    """A DataLoader's batches through an iterable of one's own: the producer then gets them
+    as the loader makes them (in /dev/shm), as from any loader that is not a DataLoader."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.loader = loader
+
+    def __iter__(self):
+        return iter(self.loader)
+
+
 def _serve(producer, results, consumers: int) -> dict:
     """Serve, then collect every consumer's report (and the producer's error)."""
     report: dict = {}
@@ -115,10 +128,11 @@ def trial(mode: str) -> dict:
         start(_consume, producer.endpoint, results, "early", per_batch_s=0.1)
         start(_consume, producer.endpoint, results, "late", served)
         return _serve(producer, results, 2)
+    elif mode in ("big", "too_big"):  # 128 images: 77 MB a batch, more than /dev/shm holds
+        loader = _loader(SAMPLES // 3, workers=1)
+        producer = Producer(loader if mode == "big" else Batches(loader), consumers=2)
     else:
-        batch_size = SAMPLES // 3 if mode == "too_big" else BATCH  # 128: 77 MB a batch
-        producer = Producer(_loader(batch_size, workers=1 if mode == "too_big" else WORKERS),
-                            consumers=2)  # fmt: skip
+        producer = Producer(_loader(), consumers=2)
     for name in ("a", "b"):
         start(_consume, producer.endpoint, results, name)
     return _serve(producer, results, 2)

@@ -111,8 +111,10 @@ def test_the_advice_names_its_evidence_interval_scale_and_echo_on_stall():
     text = str(advice)
     best = advice.setting
     assert best is not None and best.point == "before_augment"
-    slowest = max(advice.measurement.ratios)  # e = the slowest window's R, near 4
-    assert best.factor == pytest.approx(slowest, abs=0.01)
+    # near 4: at most the slowest window's R (a slow window still keeps the step busy); a
+    # measured factor just below it may price better than the one interpolated at it
+    slowest = max(advice.measurement.ratios)
+    assert math.floor(advice.measurement.R) <= best.factor <= round(slowest, 2)
     for expected in ("imagenet_resnet", "image classification", "results/protocol/summary.csv",
                      f"study {best.study}", "cpu scale", f"{best.low:.3f}-{best.high:.3f}",
                      f"EchoOnStall(loader, max_factor={math.ceil(best.factor)})"):  # fmt: skip

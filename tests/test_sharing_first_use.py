@@ -180,9 +180,20 @@ class _Slow(torch.utils.data.Dataset):
         return torch.full((1000,), float(index))
 
 
+class _Own:
+    """A DataLoader inside an iterable of one's own: its workers pass each batch's
+    descriptor as they do alone (through ``pymp-*`` folders), not through lent segments."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        return iter(self.loader)
+
+
 def _serve_forever(endpoint):
     loader = DataLoader(_Slow(), batch_size=16, num_workers=2, multiprocessing_context=FORK)
-    with Producer(loader, endpoint=endpoint, epochs=None) as producer:
+    with Producer(_Own(loader), endpoint=endpoint, epochs=None) as producer:
         producer.serve()
 
 

@@ -66,8 +66,17 @@ def test_a_wrapped_late_joiner_is_completed_by_batches_loaded_again_in_a_64_mb_s
     assert late["ids"] == EPOCH[joined_at:] + EPOCH[:joined_at]
 
 
+def test_a_dataloader_batch_bigger_than_dev_shm_is_served():
+    """A 77 MB batch: a DataLoader worker alone puts it in /dev/shm and fails (below); under
+    a producer its workers collate into the producer's segments, which are not there."""
+    report = _trial("big")
+    assert "producer_error" not in report, report["producer_error"]
+    assert report["consumers"] == {name: {"mode": "start", "ids": EPOCH} for name in "ab"}
+
+
 def test_a_batch_that_cannot_fit_names_dev_shm_its_size_and_the_fix():
-    """A 77 MB batch cannot be made in a 64 MB /dev/shm, by the DataLoader alone either."""
+    """A 77 MB batch cannot be made in a 64 MB /dev/shm by a DataLoader that the producer
+    gets through an iterable of one's own (as it gets any loader but a DataLoader)."""
     report = _trial("too_big")
     error = report["producer_error"]
     assert error.startswith("RuntimeError: the loader ran out of shared memory")

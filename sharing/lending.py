@@ -1,0 +1,427 @@
+"""A DataLoader's workers collating straight into the producer's recycled segments
+(`SegmentLender`), so that ``Producer(DataLoader(...))`` copies no batch in its own process.
+
+Alone, a DataLoader worker stacks each batch into a fresh /dev/shm file and the main process
+maps it. Under a producer, `sharing.copied.SegmentCopier` then copies that batch into a
+recycled memfd segment, so that nothing the consumers' window holds sits in /dev/shm: one
+pass over the batch's bytes in the producer's process, which on a busy machine is the whole
+difference between serving and not serving as fast as an own loader.
+
+While a producer serves a DataLoader, the loader's ``collate_fn`` is wrapped
+(`LendingCollate`). In a worker, the wrapper asks the producer's lender for a segment (a
+lease: the segment's id, and its descriptor the first time this worker is lent it), writes
+the batch into it (``default_collate``'s stacking is done straight into the segment, a
+``collate_fn`` of the user's own is called and its batch copied in, in the worker), and
+returns only a small `Lent` record, which the DataLoader passes on as usual. The producer
+turns it into the batch in that segment (`SegmentLender.adopt`): no copy, and the worker's
+segment is the consumers' segment. With ``num_workers=0`` the same happens in the thread
+that iterates the loader.
+
+Leases that no batch will ever arrive for go back to the pool: those of a worker that has
+exited (an iteration abandoned mid-epoch shuts its workers down; a killed worker), those
+whose batches the producer skips (`SegmentLender.drop`), and, with persistent workers, those
+whose batches a DataLoader with persistent workers drops when it starts a new iteration
+(`SegmentLender.begin`).
+
+The lender listens on an abstract unix socket that only the producer's own child processes
+of the same user may use (``SO_PEERCRED``); a message it cannot parse costs its sender the
+connection and the segments lent to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import selectors
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from torch.utils.data import get_worker_info
+from torch.utils.data._utils.collate import default_collate
+
+from sharing.collate import collate_into, copy_into
+from sharing.pooled import PooledBatch
+from sharing.segments import Mappings, SegmentPool
+
+__all__ = ["IterationLock", "LendingCollate", "Lent", "SegmentLender"]
+
+_MAX_MESSAGE = 256  # a lease request or answer, as JSON
+_LOCAL: dict[str, SegmentLender] = {}  # this process's lenders, by address (num_workers=0)
+
+
+class Lent(NamedTuple):
+    """A batch that a worker collated into lent segment ``segment`` under lease ``lease`` of
+    the lender at ``lender``: its layout (every tensor in storage 0) and the bytes it uses.
+    What the wrapped ``collate_fn`` returns in place of the batch."""
+
+    segment: int
+    lease: int
+    layout: dict
+    nbytes: int
+    lender: str
+
+    def __reduce__(self) -> tuple:
+        return _arrived, tuple(self)
+
+
+def _arrived(*fields: Any) -> Lent:
+    """A `Lent` record unpickled in the producer's process (a DataLoader's result queue):
+    noted by its lender (`SegmentLender.begin`)."""
+    lent = Lent(*fields)
+    lender = _LOCAL.get(lent.lender)
+    if lender is not None:
+        lender.arrived(lent.lease)
+    return lent
+
+
+def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    socket.send_fds(sock, [body], fds) if fds else sock.sendall(body)
+
+
+def _parent_of(pid: int) -> int | None:
+    """``pid``'s parent process id, or None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class _Borrower:
+    """A connected worker: the segments whose descriptors it was sent, its open leases."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sent: set[int] = set()
+        self.leases: set[int] = set()
+
+
+class SegmentLender:
+    """Lends ``pool``'s segments to the workers of the loaders it wraps (`wrap`), and takes
+    each lease back when its batch arrives (`adopt`) or never will.
+
+    Args:
+        pool: The producer's segments, also released to by the serving loop.
+
+    Attributes:
+        address: The abstract socket the workers connect to.
+        lent: Batches collated into lent segments so far.
+    """
+
+    def __init__(self, pool: SegmentPool) -> None:
+        self.pool = pool
+        self.address = f"\0sharing-lend-{os.getpid()}-{secrets.token_hex(8)}"
+        self.lent = 0
+        self._lock = threading.Lock()
+        self._leases: dict[int, int] = {}  # open lease -> segment id
+        self._next = 0  # the next lease's number
+        self._here = Mappings()  # num_workers=0: the iterating thread's own mappings
+        self._here_lock = threading.Lock()
+        self._local = threading.local()  # batches arriving while `begin` runs, per thread
+        self._wrapped: list[tuple[Any, Any]] = []  # (loader, its own collate_fn)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._listener.bind(self.address)
+        self._listener.listen(64)
+        self._listener.setblocking(False)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="sharing-lender", daemon=True)
+        self._thread.start()
+        _LOCAL[self.address] = self
+
+    # ------------------------------------------------------------------ the producer's side
+
+    def wrap(self, loader: Any) -> None:
+        """Make ``loader`` (a DataLoader) collate into lent segments until `close`.
+
+        Not done (its batches are copied, as any loader's) for persistent workers that were
+        started before, which keep the ``collate_fn`` they were started with, nor for
+        persistent workers with ``pin_memory``, whose dropped batches this process does not
+        see (see `begin`)."""
+        persistent = getattr(loader, "persistent_workers", False)
+        if persistent and (loader.pin_memory or getattr(loader, "_iterator", None)):
+            return
+        own = loader.collate_fn
+        loader.collate_fn = LendingCollate(own, self.address)
+        self._wrapped.append((loader, own))
+
+    def iteration_lock(self) -> IterationLock:
+        """The lock under which a wrapped loader's iterations start
+        (`sharing.loading.epoch_iter`), and start through `begin`."""
+        return IterationLock(self)
+
+    def begin(self, loader: Any) -> Any:
+        """``iter(loader)``; the leases of the batches that it drops meanwhile are given
+        back. A DataLoader with persistent workers starts a new iteration by running its
+        last iteration's tasks to their end and dropping their batches, in the thread that
+        calls ``iter``: the batches that arrive in this thread during the call."""
+        self._local.arrivals = arrivals = []
+        try:
+            return iter(loader)
+        finally:
+            self._local.arrivals = None
+            self._take_back(arrivals)
+
+    def arrived(self, lease: int) -> None:
+        """The batch of ``lease`` reached this process (noted for `begin`)."""
+        arrivals = getattr(self._local, "arrivals", None)
+        if arrivals is not None:
+            arrivals.append(lease)
+
+    def adopt(self, batch: Any) -> Any:
+        """``batch`` as the producer serves it: a `Lent` record becomes the batch in its
+        segment (`sharing.pooled.PooledBatch`); anything else is returned as it is.
+
+        Raises:
+            RuntimeError: The lease was taken back before the batch arrived (its worker
+                exited), or the record does not match its segment.
+        """
+        if not isinstance(batch, Lent):
+            return batch
+        with self._lock:
+            sid = self._leases.pop(batch.lease, None)
+        if sid is None or sid != batch.segment:
+            raise RuntimeError(
+                f"a DataLoader worker's batch in segment {batch.segment} arrived after its "
+                f"lease {batch.lease} was taken back (its worker had exited)"
+            )
+        self.pool.resized(sid)
+        if not 0 <= batch.nbytes <= self.pool[sid].size or not isinstance(batch.layout, dict):
+            self.pool.release(sid)
+            raise RuntimeError(f"a DataLoader worker's batch does not fit its segment {sid}")
+        self.lent += 1
+        return PooledBatch(sid, batch.layout, batch.nbytes)
+
+    def drop(self, batch: Any) -> None:
+        """Give back the lease of a `Lent` batch that will not be served (others: nothing)."""
+        if isinstance(batch, Lent):
+            self._take_back([batch.lease])
+
+    def close(self) -> None:
+        """Stop lending, restore the wrapped loaders' ``collate_fn`` and take every open
+        lease back (idempotent)."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        _LOCAL.pop(self.address, None)
+        for loader, own in self._wrapped:
+            with contextlib.suppress(Exception):
+                loader.collate_fn = own
+        self._wrapped.clear()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._here = Mappings()
+
+    # ------------------------------------------------------------------ leases
+
+    def _grant(self) -> tuple[int, int, int]:
+        """A new lease: (lease, segment id, the segment's descriptor)."""
+        segment = self.pool.acquire()
+        with self._lock:
+            lease, self._next = self._next, self._next + 1
+            self._leases[lease] = segment.sid
+        return lease, segment.sid, segment.fd
+
+    def _take_back(self, leases: Any) -> None:
+        with self._lock:
+            sids = [self._leases.pop(lease) for lease in leases if lease in self._leases]
+        for sid in sids:
+            self.pool.release(sid)
+
+    def lease_here(self, size: int) -> tuple[int, int, Any]:
+        """A lease for a batch of ``size`` bytes collated in this process (num_workers=0):
+        (lease, segment id, a writable mapping of the segment)."""
+        lease, sid, fd = self._grant()
+        with self._here_lock:
+            if self._here.fds.get(sid) != fd:
+                self._here.fds[sid] = fd  # the pool's own descriptor: never closed here
+                self._here.maps.pop(sid, None)
+            return lease, sid, self._here.buffer(sid, size)
+
+    # ------------------------------------------------------------------ the lending thread
+
+    def _serve(self) -> None:
+        borrowers: dict[socket.socket, _Borrower] = {}
+        try:
+            while not self._closed.is_set():
+                for key, _ in self._selector.select(timeout=1.0):
+                    if key.fileobj is self._listener:
+                        self._accept(borrowers)
+                    elif key.fileobj is not self._wake_r:
+                        self._answer(borrowers, borrowers[key.fileobj])
+        finally:
+            for borrower in list(borrowers.values()):
+                self._leave(borrowers, borrower)
+            self._selector.close()
+            for sock in (self._listener, self._wake_r, self._wake_w):
+                sock.close()
+
+    def _accept(self, borrowers: dict[socket.socket, _Borrower]) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _ = struct.unpack("3i", creds)
+        if uid != os.getuid() or _parent_of(pid) != os.getpid():
+            sock.close()  # only this process's own workers borrow
+            return
+        borrowers[sock] = _Borrower(sock)
+        self._selector.register(sock, selectors.EVENT_READ)
+
+    def _answer(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
+        try:
+            body = borrower.sock.recv(_MAX_MESSAGE + 1)
+            message = json.loads(body) if 0 < len(body) <= _MAX_MESSAGE else None
+            if not isinstance(message, dict):
+                raise ValueError("not a lender message")
+            if "release" in message:
+                lease = message["release"]
+                if lease in borrower.leases:
+                    borrower.leases.discard(lease)
+                    self._take_back([lease])
+                return
+            if message != {"lease": True}:
+                raise ValueError("not a lender message")
+            lease, sid, fd = self._grant()
+            borrower.leases.add(lease)
+            first = sid not in borrower.sent
+            borrower.sent.add(sid)
+            _send(borrower.sock, {"lease": lease, "segment": sid}, [fd] if first else None)
+        except (OSError, ValueError, TypeError, RuntimeError):
+            self._leave(borrowers, borrower)
+
+    def _leave(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
+        """A worker is gone (or misbehaved): no batch will come under its open leases."""
+        borrowers.pop(borrower.sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(borrower.sock)
+        borrower.sock.close()
+        self._take_back(list(borrower.leases))
+
+
+class IterationLock:
+    """A lock for `sharing.loading.epoch_iter` whose ``begin`` is `SegmentLender.begin`."""
+
+    def __init__(self, lender: SegmentLender) -> None:
+        self._lock = threading.Lock()
+        self.begin = lender.begin
+
+    def __enter__(self) -> IterationLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class _Client:
+    """A worker's connection to the producer's lender, and its mappings of lent segments."""
+
+    def __init__(self, address: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(address)
+        self.mapped = Mappings()
+
+    def lease(self, size: int) -> tuple[int, int, Any]:
+        """(lease, segment id, a writable mapping of the segment, at least ``size``
+        bytes)."""
+        _send(self.sock, {"lease": True})
+        body, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, 1)
+        if not body:
+            raise RuntimeError("the producer's lender closed the connection")
+        answer = json.loads(body)
+        sid = answer["segment"]
+        if fds:
+            self.mapped.give(sid, fds[0])
+        return answer["lease"], sid, self.mapped.buffer(sid, size)
+
+    def give_back(self, lease: int) -> None:
+        with contextlib.suppress(OSError):
+            _send(self.sock, {"release": lease})
+
+
+_CLIENTS: dict[tuple[int, str], _Client] = {}  # (pid, address): a worker's connection
+
+
+def _lease_for(address: str) -> tuple[Callable[[int], tuple[int, int, Any]], Callable[[int], None]]:
+    """How this process leases from the lender at ``address``: (lease, give back)."""
+    if get_worker_info() is None:  # the producer's own thread (num_workers=0)
+        lender = _LOCAL.get(address)
+        if lender is None:
+            raise RuntimeError("this loader's producer has closed; it lends no more segments")
+        return lender.lease_here, lambda lease: lender._take_back([lease])
+    key = (os.getpid(), address)
+    if key not in _CLIENTS:  # a forked worker's inherited connections are its parent's
+        _CLIENTS[key] = _Client(address)
+    client = _CLIENTS[key]
+    return client.lease, client.give_back
+
+
+def _as_default_collate(layout: dict, in_sequence: bool = False) -> dict:
+    """``layout`` (of `sharing.collate.collate_into`'s stacking) as ``default_collate``
+    builds the batch: a sequence sample's fields in a list, strings in a tuple when they are
+    a sequence's field (``zip`` makes them one) and in a list elsewhere."""
+    kind, items = layout["t"], layout.get("items")
+    if kind in ("tuple", "list") and items and all(item["t"] == "value" for item in items):
+        return {"t": "tuple" if in_sequence else "list", "items": items}  # strings
+    if kind in ("tuple", "list"):
+        return {"t": "list", "items": [_as_default_collate(item, True) for item in items]}
+    if kind == "dict":
+        return {"t": "dict", "items": [[k, _as_default_collate(v)] for k, v in items]}
+    return layout
+
+
+class LendingCollate:
+    """A DataLoader's ``collate_fn`` under a producer: collates into a lent segment and
+    returns a `Lent` record (a batch that cannot be shared is returned as it is).
+
+    Args:
+        inner: The loader's own ``collate_fn`` (``default_collate``'s stacking is done
+            straight into the segment; any other's batch is copied into it).
+        address: The producer's `SegmentLender.address`.
+    """
+
+    def __init__(self, inner: Callable[[Any], Any], address: str) -> None:
+        self.inner, self.address = inner, address
+
+    def __call__(self, samples: Any) -> Any:
+        lease_fn, give_back = _lease_for(self.address)
+        held: list[tuple[int, int]] = []  # (lease, segment id)
+
+        def buffer(size: int) -> Any:
+            lease, sid, memory = lease_fn(size)
+            held.append((lease, sid))
+            return memory
+
+        stacked = self.inner is default_collate and isinstance(samples, list) and samples
+        batch = None if stacked else self.inner(samples)
+        try:
+            if stacked:
+                layout, used = collate_into(samples, None, buffer)
+                layout = _as_default_collate(layout)
+            else:
+                layout, used = copy_into(batch, buffer)
+        except TypeError:  # not stackable here, or not shareable: the loader's own way
+            for lease, _ in held:
+                give_back(lease)
+            return self.inner(samples) if stacked else batch
+        except BaseException:
+            for lease, _ in held:
+                give_back(lease)
+            raise
+        if not held:  # nothing but values: no segment needed
+            return self.inner(samples) if stacked else batch
+        ((lease, sid),) = held
+        return Lent(sid, lease, layout, used, self.address)
