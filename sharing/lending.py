@@ -19,13 +19,14 @@ that iterates the loader.
 
 Leases that no batch will ever arrive for go back to the pool: those of a worker that has
 exited (an iteration abandoned mid-epoch shuts its workers down; a killed worker), those
-whose batches the producer skips (`SegmentLender.drop`), and, with persistent workers, those
-whose batches a DataLoader with persistent workers drops when it starts a new iteration
+whose batches the producer skips (`SegmentLender.drop`), and those whose batches a
+DataLoader with persistent workers drops when it starts a new iteration
 (`SegmentLender.begin`).
 
-The lender listens on an abstract unix socket that only the producer's own child processes
-of the same user may use (``SO_PEERCRED``); a message it cannot parse costs its sender the
-connection and the segments lent to it.
+The lender listens on an abstract unix socket that only the producer's own descendants of
+the same user may use (its DataLoader workers, or a forkserver's; checked by
+``SO_PEERCRED``); a message it cannot parse costs its sender the connection and the
+segments lent to it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ _LOCAL: dict[str, SegmentLender] = {}  # this process's lenders, by address (num
 class Lent(NamedTuple):
     """A batch that a worker collated into lent segment ``segment`` under lease ``lease`` of
     the lender at ``lender``: its layout (every tensor in storage 0) and the bytes it uses.
-    What the wrapped ``collate_fn`` returns in place of the batch."""
+    What the wrapped ``collate_fn`` returns in place of the batch; unpickled in the
+    producer's process, it tells its lender that it arrived (`SegmentLender.begin`)."""
 
     segment: int
     lease: int
@@ -93,6 +95,37 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
+def _descends_from_us(pid: int, generations: int = 4) -> bool:
+    """Whether process ``pid`` is this process's child, or a child's child (a forkserver's
+    workers), at most ``generations`` down."""
+    for _ in range(generations):
+        parent = _parent_of(pid)
+        if parent == os.getpid():
+            return True
+        if parent is None or parent <= 1:
+            return False
+        pid = parent
+    return False
+
+
+class _NoLender(Exception):
+    """The producer's lender cannot be reached (it has closed, or refused this process)."""
+
+
+def _forget_lenders_in_child() -> None:
+    """In a forked child (a DataLoader worker): close its copies of every lender's sockets.
+    A child that kept one would keep the lender's address, or a worker's connection, open
+    after the producer had closed them, and a worker would wait for an answer forever."""
+    for lender in list(_LOCAL.values()):
+        for sock in (lender._listener, lender._wake_r, lender._wake_w, *list(lender._socks)):
+            with contextlib.suppress(OSError):
+                sock.close()
+    _LOCAL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_lenders_in_child)
+
+
 class _Borrower:
     """A connected worker: the segments whose descriptors it was sent, its open leases."""
 
@@ -123,8 +156,9 @@ class SegmentLender:
         self._next = 0  # the next lease's number
         self._here = Mappings()  # num_workers=0: the iterating thread's own mappings
         self._here_lock = threading.Lock()
-        self._local = threading.local()  # batches arriving while `begin` runs, per thread
+        self._arrived: set[int] = set()  # open leases whose batch reached this process
         self._wrapped: list[tuple[Any, Any]] = []  # (loader, its own collate_fn)
+        self._socks: set[socket.socket] = set()  # the borrowers' connections
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(self.address)
         self._listener.listen(64)
@@ -145,8 +179,8 @@ class SegmentLender:
 
         Not done (its batches are copied, as any loader's) for persistent workers that were
         started before, which keep the ``collate_fn`` they were started with, nor for
-        persistent workers with ``pin_memory``, whose dropped batches this process does not
-        see (see `begin`)."""
+        persistent workers with ``pin_memory``, whose pinning thread may receive a new
+        iteration's batches before `begin` has told them from the dropped ones."""
         persistent = getattr(loader, "persistent_workers", False)
         if persistent and (loader.pin_memory or getattr(loader, "_iterator", None)):
             return
@@ -160,22 +194,22 @@ class SegmentLender:
         return IterationLock(self)
 
     def begin(self, loader: Any) -> Any:
-        """``iter(loader)``; the leases of the batches that it drops meanwhile are given
-        back. A DataLoader with persistent workers starts a new iteration by running its
-        last iteration's tasks to their end and dropping their batches, in the thread that
-        calls ``iter``: the batches that arrive in this thread during the call."""
-        self._local.arrivals = arrivals = []
-        try:
-            return iter(loader)
-        finally:
-            self._local.arrivals = None
-            self._take_back(arrivals)
+        """``iter(loader)``. For a DataLoader with persistent workers, the leases of every
+        batch that reached this process and was not adopted are then given back: to start
+        a new iteration, such a DataLoader runs its last iteration's tasks to their end and
+        drops their batches, and those it had received out of order, all in the call."""
+        batches = iter(loader)
+        if getattr(loader, "persistent_workers", False) and loader.num_workers > 0:
+            with self._lock:
+                dropped = list(self._arrived)
+            self._take_back(dropped)
+        return batches
 
     def arrived(self, lease: int) -> None:
-        """The batch of ``lease`` reached this process (noted for `begin`)."""
-        arrivals = getattr(self._local, "arrivals", None)
-        if arrivals is not None:
-            arrivals.append(lease)
+        """The batch of ``lease`` reached this process (`begin` reads it)."""
+        with self._lock:
+            if lease in self._leases:
+                self._arrived.add(lease)
 
     def adopt(self, batch: Any) -> Any:
         """``batch`` as the producer serves it: a `Lent` record becomes the batch in its
@@ -189,6 +223,7 @@ class SegmentLender:
             return batch
         with self._lock:
             sid = self._leases.pop(batch.lease, None)
+            self._arrived.discard(batch.lease)
         if sid is None or sid != batch.segment:
             raise RuntimeError(
                 f"a DataLoader worker's batch in segment {batch.segment} arrived after its "
@@ -207,8 +242,7 @@ class SegmentLender:
             self._take_back([batch.lease])
 
     def close(self) -> None:
-        """Stop lending, restore the wrapped loaders' ``collate_fn`` and take every open
-        lease back (idempotent)."""
+        """Stop lending and restore the wrapped loaders' ``collate_fn`` (idempotent)."""
         if self._closed.is_set():
             return
         self._closed.set()
@@ -236,6 +270,7 @@ class SegmentLender:
     def _take_back(self, leases: Any) -> None:
         with self._lock:
             sids = [self._leases.pop(lease) for lease in leases if lease in self._leases]
+            self._arrived.difference_update(leases)
         for sid in sids:
             self.pool.release(sid)
 
@@ -274,10 +309,11 @@ class SegmentLender:
             return
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _ = struct.unpack("3i", creds)
-        if uid != os.getuid() or _parent_of(pid) != os.getpid():
+        if uid != os.getuid() or not _descends_from_us(pid):
             sock.close()  # only this process's own workers borrow
             return
         borrowers[sock] = _Borrower(sock)
+        self._socks.add(sock)
         self._selector.register(sock, selectors.EVENT_READ)
 
     def _answer(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
@@ -295,6 +331,8 @@ class SegmentLender:
             if message != {"lease": True}:
                 raise ValueError("not a lender message")
             lease, sid, fd = self._grant()
+            with self._lock:  # those adopted since are no longer the borrower's
+                borrower.leases = {n for n in borrower.leases if n in self._leases}
             borrower.leases.add(lease)
             first = sid not in borrower.sent
             borrower.sent.add(sid)
@@ -305,6 +343,7 @@ class SegmentLender:
     def _leave(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
         """A worker is gone (or misbehaved): no batch will come under its open leases."""
         borrowers.pop(borrower.sock, None)
+        self._socks.discard(borrower.sock)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(borrower.sock)
         borrower.sock.close()
@@ -331,16 +370,23 @@ class _Client:
 
     def __init__(self, address: str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock.connect(address)
+        try:
+            self.sock.connect(address)
+        except OSError as error:
+            self.sock.close()
+            raise _NoLender(str(error)) from error
         self.mapped = Mappings()
 
     def lease(self, size: int) -> tuple[int, int, Any]:
         """(lease, segment id, a writable mapping of the segment, at least ``size``
         bytes)."""
-        _send(self.sock, {"lease": True})
-        body, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, 1)
+        try:
+            _send(self.sock, {"lease": True})
+            body, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, 1)
+        except OSError as error:
+            raise _NoLender(str(error)) from error
         if not body:
-            raise RuntimeError("the producer's lender closed the connection")
+            raise _NoLender("the producer's lender closed the connection")
         answer = json.loads(body)
         sid = answer["segment"]
         if fds:
@@ -356,11 +402,16 @@ _CLIENTS: dict[tuple[int, str], _Client] = {}  # (pid, address): a worker's conn
 
 
 def _lease_for(address: str) -> tuple[Callable[[int], tuple[int, int, Any]], Callable[[int], None]]:
-    """How this process leases from the lender at ``address``: (lease, give back)."""
+    """How this process leases from the lender at ``address``: (lease, give back).
+
+    Raises:
+        _NoLender: The lender has closed (a persistent worker outlives its producer), or
+            does not lend to this process.
+    """
     if get_worker_info() is None:  # the producer's own thread (num_workers=0)
         lender = _LOCAL.get(address)
         if lender is None:
-            raise RuntimeError("this loader's producer has closed; it lends no more segments")
+            raise _NoLender("the producer has closed")
         return lender.lease_here, lambda lease: lender._take_back([lease])
     key = (os.getpid(), address)
     if key not in _CLIENTS:  # a forked worker's inherited connections are its parent's
@@ -385,7 +436,8 @@ def _as_default_collate(layout: dict, in_sequence: bool = False) -> dict:
 
 class LendingCollate:
     """A DataLoader's ``collate_fn`` under a producer: collates into a lent segment and
-    returns a `Lent` record (a batch that cannot be shared is returned as it is).
+    returns a `Lent` record. A batch that cannot be shared, or one made where no lender
+    answers (a persistent worker that outlived its producer), is the loader's own.
 
     Args:
         inner: The loader's own ``collate_fn`` (``default_collate``'s stacking is done
@@ -397,7 +449,11 @@ class LendingCollate:
         self.inner, self.address = inner, address
 
     def __call__(self, samples: Any) -> Any:
-        lease_fn, give_back = _lease_for(self.address)
+        try:
+            lease_fn, give_back = _lease_for(self.address)
+        except _NoLender:
+            _CLIENTS.pop((os.getpid(), self.address), None)
+            return self.inner(samples)
         held: list[tuple[int, int]] = []  # (lease, segment id)
 
         def buffer(size: int) -> Any:
@@ -413,7 +469,9 @@ class LendingCollate:
                 layout = _as_default_collate(layout)
             else:
                 layout, used = copy_into(batch, buffer)
-        except TypeError:  # not stackable here, or not shareable: the loader's own way
+        except (TypeError, _NoLender):  # not stackable here, not shareable, or no lender
+            if not held:
+                _CLIENTS.pop((os.getpid(), self.address), None)
             for lease, _ in held:
                 give_back(lease)
             return self.inner(samples) if stacked else batch

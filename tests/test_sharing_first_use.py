@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import pydoc
 import re
@@ -192,6 +193,8 @@ class _Own:
 
 
 def _serve_forever(endpoint):
+    # Its workers make pymp-* folders of their own, not one inherited from a parent that made one
+    multiprocessing.current_process()._config.pop("tempdir", None)
     loader = DataLoader(_Slow(), batch_size=16, num_workers=2, multiprocessing_context=FORK)
     with Producer(_Own(loader), endpoint=endpoint, epochs=None) as producer:
         producer.serve()
