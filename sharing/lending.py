@@ -39,6 +39,7 @@ import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -399,6 +400,23 @@ class _Client:
 
 
 _CLIENTS: dict[tuple[int, str], _Client] = {}  # (pid, address): a worker's connection
+_PARENT: dict[int, int] = {}  # pid: its parent when it first collated (a worker's producer)
+
+
+def _own_way(address: str) -> None:
+    """No lender answered at ``address``: whether this process may make the batch the
+    loader's own way (its producer has closed and it lives on, a persistent worker), or must
+    stop (its producer's process is gone: a batch in /dev/shm would only be left behind).
+
+    Raises:
+        RuntimeError: The producer's process has exited.
+    """
+    _CLIENTS.pop((os.getpid(), address), None)
+    parent = _PARENT.get(os.getpid())
+    if parent is not None and get_worker_info() is not None:
+        time.sleep(0.1)  # a killed parent closes its sockets before its children are moved
+        if os.getppid() != parent:
+            raise RuntimeError("the producer's process has exited; this worker stops")
 
 
 def _lease_for(address: str) -> tuple[Callable[[int], tuple[int, int, Any]], Callable[[int], None]]:
@@ -414,6 +432,7 @@ def _lease_for(address: str) -> tuple[Callable[[int], tuple[int, int, Any]], Cal
             raise _NoLender("the producer has closed")
         return lender.lease_here, lambda lease: lender._take_back([lease])
     key = (os.getpid(), address)
+    _PARENT.setdefault(os.getpid(), os.getppid())
     if key not in _CLIENTS:  # a forked worker's inherited connections are its parent's
         _CLIENTS[key] = _Client(address)
     client = _CLIENTS[key]
@@ -452,7 +471,7 @@ class LendingCollate:
         try:
             lease_fn, give_back = _lease_for(self.address)
         except _NoLender:
-            _CLIENTS.pop((os.getpid(), self.address), None)
+            _own_way(self.address)
             return self.inner(samples)
         held: list[tuple[int, int]] = []  # (lease, segment id)
 
@@ -469,9 +488,9 @@ class LendingCollate:
                 layout = _as_default_collate(layout)
             else:
                 layout, used = copy_into(batch, buffer)
-        except (TypeError, _NoLender):  # not stackable here, not shareable, or no lender
-            if not held:
-                _CLIENTS.pop((os.getpid(), self.address), None)
+        except (TypeError, _NoLender) as error:  # not stackable, not shareable, or no lender
+            if isinstance(error, _NoLender):
+                _own_way(self.address)
             for lease, _ in held:
                 give_back(lease)
             return self.inner(samples) if stacked else batch
