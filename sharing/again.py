@@ -11,6 +11,7 @@ without ``set_epoch`` is taken to be one), or one whose ``set_epoch(epoch)`` fix
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 from collections.abc import Callable
@@ -63,6 +64,21 @@ def reload_refusal(loader: Any) -> str | None:
 
 
 _ORDERED = ("SequentialSampler", "_InfiniteConstantSampler")
+
+
+def apart(loader: Any) -> Any:
+    """``loader``, or, for a DataLoader with persistent workers, a twin of it without them.
+
+    A DataLoader with persistent workers has one iterator, and a new iteration resets it: a
+    past epoch loaded again beside the live one would cut the live epoch short. The twin
+    shares everything else (dataset, sampler, ``collate_fn``), and starts workers of its own
+    for each past epoch it loads.
+    """
+    if not (getattr(loader, "persistent_workers", False) and loader.num_workers > 0):
+        return loader
+    twin = copy.copy(loader)
+    twin.__dict__.update(persistent_workers=False, _iterator=None)  # set after its __init__
+    return twin
 
 
 def short_epoch(epoch: int, batches: int, stop: int) -> RuntimeError:
@@ -125,7 +141,7 @@ class Reloader:
         adopt: Callable[[Any], Any] | None = None,
         drop: Callable[[Any], None] | None = None,
     ) -> None:
-        self.source = getattr(loader, "completion_loader", loader)
+        self.source = apart(getattr(loader, "completion_loader", loader))
         self._drop = drop or (lambda batch: None)
         self._lock, self._wake = lock, wake
         self._adopt = adopt or (lambda batch: batch)

@@ -130,8 +130,8 @@ os.register_at_fork(after_in_child=_forget_lenders_in_child)
 class _Borrower:
     """A connected worker: the segments whose descriptors it was sent, its open leases."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, sock: socket.socket, pid: int) -> None:
+        self.sock, self.pid = sock, pid
         self.sent: set[int] = set()
         self.leases: set[int] = set()
 
@@ -158,6 +158,7 @@ class SegmentLender:
         self._here = Mappings()  # num_workers=0: the iterating thread's own mappings
         self._here_lock = threading.Lock()
         self._arrived: set[int] = set()  # open leases whose batch reached this process
+        self._borrower_of: dict[int, int] = {}  # open lease -> the worker's pid
         self._wrapped: list[tuple[Any, Any]] = []  # (loader, its own collate_fn)
         self._socks: set[socket.socket] = set()  # the borrowers' connections
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -201,8 +202,9 @@ class SegmentLender:
         drops their batches, and those it had received out of order, all in the call."""
         batches = iter(loader)
         if getattr(loader, "persistent_workers", False) and loader.num_workers > 0:
-            with self._lock:
-                dropped = list(self._arrived)
+            workers = {worker.pid for worker in getattr(batches, "_workers", ())}
+            with self._lock:  # of this loader's workers only: another may run beside it
+                dropped = [n for n in self._arrived if self._borrower_of.get(n) in workers]
             self._take_back(dropped)
         return batches
 
@@ -225,6 +227,7 @@ class SegmentLender:
         with self._lock:
             sid = self._leases.pop(batch.lease, None)
             self._arrived.discard(batch.lease)
+            self._borrower_of.pop(batch.lease, None)
         if sid is None or sid != batch.segment:
             raise RuntimeError(
                 f"a DataLoader worker's batch in segment {batch.segment} arrived after its "
@@ -260,18 +263,23 @@ class SegmentLender:
 
     # ------------------------------------------------------------------ leases
 
-    def _grant(self) -> tuple[int, int, int]:
-        """A new lease: (lease, segment id, the segment's descriptor)."""
+    def _grant(self, pid: int | None = None) -> tuple[int, int, int]:
+        """A new lease for worker ``pid`` (None: this process): (lease, segment id, the
+        segment's descriptor)."""
         segment = self.pool.acquire()
         with self._lock:
             lease, self._next = self._next, self._next + 1
             self._leases[lease] = segment.sid
+            if pid is not None:
+                self._borrower_of[lease] = pid
         return lease, segment.sid, segment.fd
 
     def _take_back(self, leases: Any) -> None:
         with self._lock:
             sids = [self._leases.pop(lease) for lease in leases if lease in self._leases]
             self._arrived.difference_update(leases)
+            for lease in leases:
+                self._borrower_of.pop(lease, None)
         for sid in sids:
             self.pool.release(sid)
 
@@ -313,7 +321,7 @@ class SegmentLender:
         if uid != os.getuid() or not _descends_from_us(pid):
             sock.close()  # only this process's own workers borrow
             return
-        borrowers[sock] = _Borrower(sock)
+        borrowers[sock] = _Borrower(sock, pid)
         self._socks.add(sock)
         self._selector.register(sock, selectors.EVENT_READ)
 
@@ -331,7 +339,7 @@ class SegmentLender:
                 return
             if message != {"lease": True}:
                 raise ValueError("not a lender message")
-            lease, sid, fd = self._grant()
+            lease, sid, fd = self._grant(borrower.pid)
             with self._lock:  # those adopted since are no longer the borrower's
                 borrower.leases = {n for n in borrower.leases if n in self._leases}
             borrower.leases.add(lease)

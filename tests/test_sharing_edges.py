@@ -456,3 +456,57 @@ def test_a_fast_consumer_echoes_while_a_slow_one_holds_the_producer_back():
     assert outcomes["slow"][2] == 0  # echo is opt-in
     fast_echoes = outcomes["fast"][2]
     assert 30 <= fast_echoes <= 3 * 30  # it echoed while held back, at most 3 repeats each
+
+
+class _SeededOrder(torch.utils.data.Sampler):
+    """Each epoch's order drawn from the epoch alone (``set_epoch``), as a seeded
+    DistributedSampler's is."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.epoch = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(_order(self.n, self.epoch))
+
+
+def _order(n: int, epoch: int) -> list[int]:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(epoch)).tolist()
+
+
+def test_a_reload_beside_a_persistent_workers_dataloader_keeps_the_live_epochs_whole():
+    """Loading a past epoch again must not reset a persistent DataLoader's one iterator,
+    which the live epoch reads: every consumer still gets every sample of its epochs."""
+    loader = torch.utils.data.DataLoader(
+        list(range(64)), batch_size=4, sampler=_SeededOrder(64), num_workers=2,
+        persistent_workers=True, multiprocessing_context=FORK,
+    )  # fmt: skip
+    late: dict = {}
+
+    def join_late():
+        consumer = Consumer(producer.endpoint)
+        late["mode"], late["ids"] = consumer.mode, [i for b in consumer for i in b.tolist()]
+        consumer.leave()  # its first epoch is what is checked
+
+    with Producer(loader, epochs=2, replay_batches=1, max_lag=2) as producer:
+        serving = threading.Thread(target=producer.serve)
+        serving.start()
+        early, joiner = Consumer(producer.endpoint), threading.Thread(target=join_late)
+        epochs = []
+        for _ in range(2):
+            epochs.append([])
+            for batch in early:
+                epochs[-1].extend(batch.tolist())
+                if len(epochs[-1]) == 24 and not joiner.is_alive() and not late:
+                    joiner.start()  # batch 6, past the window of 1
+        serving.join(30)
+        joiner.join(30)
+        again = producer.metrics()["batches_loaded_again"]
+    assert epochs == [_order(64, 0), _order(64, 1)]
+    assert late["mode"] == "reload" and again > 0
+    assert sorted(late["ids"]) == list(range(64))
