@@ -13,7 +13,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sharing import lifetime
-from sharing.again import reload_refusal, repeats, short_epoch
+from sharing.again import apart, reload_refusal, repeats, short_epoch
 from sharing.args import check_int, check_stream, extends_init, signature_of_init
 from sharing.layout import first_dim
 from sharing.loading import epoch_iter, released
@@ -74,6 +74,7 @@ class RayProducer(Producer):
         self.endpoint = endpoint if endpoint is not None else default_endpoint()
         name = parse(self.endpoint)
         self.loader, self.epochs, self.log_every_s = loader, epochs, stream["log_every_s"]
+        self._past = apart(loader)  # past epochs load beside the live one (`again.apart`)
         self._stop = threading.Event()
         self._finishing = threading.Event()
         self._closed = False
@@ -184,7 +185,7 @@ class RayProducer(Producer):
     def _load_again(self, cid: int, epoch: int, start: int, stop: int) -> None:
         """Batches ``start`` to ``stop`` - 1 of ``epoch``, loaded again for consumer ``cid``."""
         index = -1
-        batches = self._loaded(lambda: epoch_iter(self.loader, epoch, self._lock))
+        batches = self._loaded(lambda: epoch_iter(self._past, epoch, self._lock))
         for index, batch in enumerate(batches):
             if index >= stop:
                 return
