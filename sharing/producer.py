@@ -41,13 +41,13 @@ _LIVENESS_EVERY_S = 0.2
 class Producer:
     """Serve the batches of ``loader`` to every `Consumer` connected to ``endpoint``.
 
-    The producer iterates ``loader`` once per epoch in a background thread, which copies each
-    batch into a recycled anonymous memory segment as it arrives and lets the loader's memory
-    go at once: a DataLoader's batches leave /dev/shm (64 MB in many containers) as soon as
-    they are made, so the loader needs no more of it than it does alone (`sharing.copied`).
-    Consumers receive a segment's descriptor once, keep it mapped, and read each batch in it
-    without copying it. Every consumer receives every batch of every epoch
-    exactly once, in one order, the tail included. The producer waits for ``consumers``
+    The producer iterates ``loader`` once per epoch in a background thread. Every batch lies
+    in a recycled anonymous memory segment, never in /dev/shm (64 MB in many containers): a
+    DataLoader's workers collate straight into one (`sharing.lending`; its ``collate_fn`` is
+    wrapped while served), any other loader's batch is copied into one as it arrives
+    (`sharing.copied`). Consumers receive a segment's descriptor once, keep it mapped, and
+    read each batch in it without copying it. Every consumer receives every batch of every
+    epoch exactly once, in one order, the tail included. The producer waits for ``consumers``
     consumers before it starts, pauses while none is connected, and never runs more than
     ``max_lag`` batches ahead of the slowest consumer, so it holds at most ``max_lag`` batches
     per consumer plus the replay window in memory.
