@@ -198,11 +198,24 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+def _stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/PID/stat`` after the command name (state, parent pid, ...)."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[1].split()
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        state = _stat(pid)[0]
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+def parent_pid(pid: int) -> int | None:
+    """Process ``pid``'s parent process id, or None if it cannot be read."""
+    try:
+        return int(_stat(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -37,7 +37,6 @@ import os
 import secrets
 import selectors
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from sharing.collate import collate_into, copy_into
+from sharing.endpoint import parent_pid, peer_credentials
 from sharing.pooled import PooledBatch
 from sharing.segments import Mappings, SegmentPool
 
@@ -87,20 +87,11 @@ def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> N
     socket.send_fds(sock, [body], fds) if fds else sock.sendall(body)
 
 
-def _parent_of(pid: int) -> int | None:
-    """``pid``'s parent process id, or None if it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _descends_from_us(pid: int, generations: int = 4) -> bool:
     """Whether process ``pid`` is this process's child, or a child's child (a forkserver's
     workers), at most ``generations`` down."""
     for _ in range(generations):
-        parent = _parent_of(pid)
+        parent = parent_pid(pid)
         if parent == os.getpid():
             return True
         if parent is None or parent <= 1:
@@ -118,7 +109,7 @@ def _forget_lenders_in_child() -> None:
     A child that kept one would keep the lender's address, or a worker's connection, open
     after the producer had closed them, and a worker would wait for an answer forever."""
     for lender in list(_LOCAL.values()):
-        for sock in (lender._listener, lender._wake_r, lender._wake_w, *list(lender._socks)):
+        for sock in (lender._listener, lender._wake_r, lender._wake_w, *list(lender._borrowers)):
             with contextlib.suppress(OSError):
                 sock.close()
     _LOCAL.clear()
@@ -128,12 +119,11 @@ os.register_at_fork(after_in_child=_forget_lenders_in_child)
 
 
 class _Borrower:
-    """A connected worker: the segments whose descriptors it was sent, its open leases."""
+    """A connected worker: its process id and the segments whose descriptors it was sent."""
 
     def __init__(self, sock: socket.socket, pid: int) -> None:
         self.sock, self.pid = sock, pid
         self.sent: set[int] = set()
-        self.leases: set[int] = set()
 
 
 class SegmentLender:
@@ -158,9 +148,9 @@ class SegmentLender:
         self._here = Mappings()  # num_workers=0: the iterating thread's own mappings
         self._here_lock = threading.Lock()
         self._arrived: set[int] = set()  # open leases whose batch reached this process
-        self._borrower_of: dict[int, int] = {}  # open lease -> the worker's pid
+        self._borrower_of: dict[int, _Borrower] = {}  # open lease -> the worker lent it
         self._wrapped: list[tuple[Any, Any]] = []  # (loader, its own collate_fn)
-        self._socks: set[socket.socket] = set()  # the borrowers' connections
+        self._borrowers: dict[socket.socket, _Borrower] = {}  # by connection
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(self.address)
         self._listener.listen(64)
@@ -204,7 +194,8 @@ class SegmentLender:
         if getattr(loader, "persistent_workers", False) and loader.num_workers > 0:
             workers = {worker.pid for worker in getattr(batches, "_workers", ())}
             with self._lock:  # of this loader's workers only: another may run beside it
-                dropped = [n for n in self._arrived if self._borrower_of.get(n) in workers]
+                dropped = [n for n in self._arrived if n in self._borrower_of
+                           and self._borrower_of[n].pid in workers]  # fmt: skip
             self._take_back(dropped)
         return batches
 
@@ -263,15 +254,15 @@ class SegmentLender:
 
     # ------------------------------------------------------------------ leases
 
-    def _grant(self, pid: int | None = None) -> tuple[int, int, int]:
-        """A new lease for worker ``pid`` (None: this process): (lease, segment id, the
+    def _grant(self, borrower: _Borrower | None = None) -> tuple[int, int, int]:
+        """A new lease for ``borrower`` (None: this process): (lease, segment id, the
         segment's descriptor)."""
         segment = self.pool.acquire()
         with self._lock:
             lease, self._next = self._next, self._next + 1
             self._leases[lease] = segment.sid
-            if pid is not None:
-                self._borrower_of[lease] = pid
+            if borrower is not None:
+                self._borrower_of[lease] = borrower
         return lease, segment.sid, segment.fd
 
     def _take_back(self, leases: Any) -> None:
@@ -288,44 +279,40 @@ class SegmentLender:
         (lease, segment id, a writable mapping of the segment)."""
         lease, sid, fd = self._grant()
         with self._here_lock:
-            if self._here.fds.get(sid) != fd:
-                self._here.fds[sid] = fd  # the pool's own descriptor: never closed here
-                self._here.maps.pop(sid, None)
+            if self._here.fds.get(sid) != fd:  # as `sharing.pooled.into_segment` does
+                self._here.give(sid, fd)
             return lease, sid, self._here.buffer(sid, size)
 
     # ------------------------------------------------------------------ the lending thread
 
     def _serve(self) -> None:
-        borrowers: dict[socket.socket, _Borrower] = {}
         try:
             while not self._closed.is_set():
                 for key, _ in self._selector.select(timeout=1.0):
                     if key.fileobj is self._listener:
-                        self._accept(borrowers)
+                        self._accept()
                     elif key.fileobj is not self._wake_r:
-                        self._answer(borrowers, borrowers[key.fileobj])
+                        self._answer(self._borrowers[key.fileobj])
         finally:
-            for borrower in list(borrowers.values()):
-                self._leave(borrowers, borrower)
+            for borrower in list(self._borrowers.values()):
+                self._leave(borrower)
             self._selector.close()
             for sock in (self._listener, self._wake_r, self._wake_w):
                 sock.close()
 
-    def _accept(self, borrowers: dict[socket.socket, _Borrower]) -> None:
+    def _accept(self) -> None:
         try:
             sock, _ = self._listener.accept()
         except (BlockingIOError, InterruptedError):
             return
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        pid, uid, _ = struct.unpack("3i", creds)
+        pid, uid, _ = peer_credentials(sock)
         if uid != os.getuid() or not _descends_from_us(pid):
             sock.close()  # only this process's own workers borrow
             return
-        borrowers[sock] = _Borrower(sock, pid)
-        self._socks.add(sock)
+        self._borrowers[sock] = _Borrower(sock, pid)
         self._selector.register(sock, selectors.EVENT_READ)
 
-    def _answer(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
+    def _answer(self, borrower: _Borrower) -> None:
         try:
             body = borrower.sock.recv(_MAX_MESSAGE + 1)
             message = json.loads(body) if 0 < len(body) <= _MAX_MESSAGE else None
@@ -333,30 +320,27 @@ class SegmentLender:
                 raise ValueError("not a lender message")
             if "release" in message:
                 lease = message["release"]
-                if lease in borrower.leases:
-                    borrower.leases.discard(lease)
+                if isinstance(lease, int) and self._borrower_of.get(lease) is borrower:
                     self._take_back([lease])
                 return
             if message != {"lease": True}:
                 raise ValueError("not a lender message")
-            lease, sid, fd = self._grant(borrower.pid)
-            with self._lock:  # those adopted since are no longer the borrower's
-                borrower.leases = {n for n in borrower.leases if n in self._leases}
-            borrower.leases.add(lease)
+            lease, sid, fd = self._grant(borrower)
             first = sid not in borrower.sent
             borrower.sent.add(sid)
             _send(borrower.sock, {"lease": lease, "segment": sid}, [fd] if first else None)
         except (OSError, ValueError, TypeError, RuntimeError):
-            self._leave(borrowers, borrower)
+            self._leave(borrower)
 
-    def _leave(self, borrowers: dict[socket.socket, _Borrower], borrower: _Borrower) -> None:
+    def _leave(self, borrower: _Borrower) -> None:
         """A worker is gone (or misbehaved): no batch will come under its open leases."""
-        borrowers.pop(borrower.sock, None)
-        self._socks.discard(borrower.sock)
+        self._borrowers.pop(borrower.sock, None)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(borrower.sock)
         borrower.sock.close()
-        self._take_back(list(borrower.leases))
+        with self._lock:
+            leases = [n for n, lent_to in self._borrower_of.items() if lent_to is borrower]
+        self._take_back(leases)
 
 
 class IterationLock:
@@ -496,17 +480,15 @@ class LendingCollate:
                 layout = _as_default_collate(layout)
             else:
                 layout, used = copy_into(batch, buffer)
-        except (TypeError, _NoLender) as error:  # not stackable, not shareable, or no lender
+        except BaseException as error:
+            for lease, _ in held:
+                give_back(lease)
             if isinstance(error, _NoLender):
                 _own_way(self.address)
-            for lease, _ in held:
-                give_back(lease)
-            return self.inner(samples) if stacked else batch
-        except BaseException:
-            for lease, _ in held:
-                give_back(lease)
-            raise
-        if not held:  # nothing but values: no segment needed
+            elif not isinstance(error, TypeError):  # TypeError: not stackable or shareable
+                raise
+            held.clear()
+        if not held:  # the loader's own batch (or nothing but values: no segment needed)
             return self.inner(samples) if stacked else batch
         ((lease, sid),) = held
         return Lent(sid, lease, layout, used, self.address)
