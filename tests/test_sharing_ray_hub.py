@@ -83,6 +83,24 @@ def test_the_producer_waits_for_max_lag_and_for_max_bytes() -> None:
     assert (at_lag, under, over) == (False, True, False)
 
 
+def test_reserves_granted_before_their_publish_count_toward_max_lag() -> None:
+    """The producer's publish is not awaited, and an asyncio actor may run its next reserve
+    first: a reservation must count as the lag its batch will add, or a consumer that never
+    reads is sent one batch past max_lag."""
+
+    async def scenario() -> list[bool]:
+        state = hub(max_lag=3, replay_batches=0)
+        await state.hello(hello())
+        await put(state, 1)
+        granted = [await state.reserve(100) for _ in range(3)]  # no publish in between
+        state.publish({"ref": [None], "nbytes": 100, "rows": 4})
+        state.publish({"ref": [None], "nbytes": 100, "rows": 4})
+        granted.append(await state.reserve(100))  # 3 logged and unread
+        return granted
+
+    assert asyncio.run(scenario()) == [True, True, False, False]
+
+
 def test_batches_no_consumer_needs_are_let_go_but_the_replay_window_is_kept() -> None:
     async def scenario() -> tuple[int, int]:
         state = hub(replay_batches=2, max_lag=10)

@@ -103,6 +103,7 @@ class Hub:
         self.regular_end: int | None = None  # set when no regular batch follows
         self.end: dict | None = None  # the stream's end, once known
         self.held_bytes = 0
+        self.reserved = 0  # batches reserved and not yet published: the lag they will add
         self.started = False
         self.last_hello = 0.0
         self.counts = {"joined": 0, "left": 0, "lost": 0, "served": 0, "again": 0}
@@ -313,7 +314,7 @@ class Hub:
         if not self.members:
             return False  # pause while none is connected
         lags = self._lags()
-        if lags and max(lags) >= self.max_lag:
+        if lags and max(lags) + self.reserved >= self.max_lag:
             return False
         return self.held_bytes == 0 or self.held_bytes + nbytes <= self.max_bytes
 
@@ -328,6 +329,7 @@ class Hub:
             return False
         self.started = True
         self.held_bytes += nbytes
+        self.reserved += 1
         return True
 
     async def apply(self, op: int, name: str, *args: Any) -> Any:
@@ -356,6 +358,7 @@ class Hub:
                         window, fits, self.max_bytes,
                     )  # fmt: skip
                 self.window = min(window, fits)
+        self.reserved -= 1
         index = self.late if late else self.index
         entry = {"type": "batch", "epoch": self.epoch, "index": index, **batch}
         entry["seq"] = self.log.append(entry)
