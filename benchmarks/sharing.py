@@ -547,18 +547,43 @@ def _remove_leftover_semaphores(before: set[str]) -> None:
                 os.unlink(f"/dev/shm/{name}")
 
 
-def _kill_leftovers(pids: list[int]) -> None:
-    """Kill processes of a finished trial that outlived it (a killed tensorsocket producer's
-    loader workers can wait forever on a queue nobody feeds)."""
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                ours = b"benchmarks" in cmdline.read()
-            if ours and pid != os.getpid():
-                os.kill(pid, signal.SIGKILL)
-                print(f"killed process {pid}, left running by the trial", flush=True)
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+def _trial_in_own_group(*args: Any) -> None:
+    """`trial` as the leader of a new process group, which every process it starts joins,
+    however they are later re-parented (`_group_members`)."""
+    os.setpgid(0, 0)
+    trial(*args)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes now in process group ``pgid``, from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()  # state, ppid, pgrp, ...
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def _kill_leftovers(sampled: list[int], group: int) -> None:
+    """Kill processes of a finished trial that outlived it (a killed tensorsocket producer's
+    loader workers can wait forever on a queue nobody feeds): those still in the trial's
+    process group ``group``, which includes any whose parent died before the tree's sampler
+    saw them, and those of its sampled tree (``sampled``) that still run this benchmark."""
+    leftovers = set(_group_members(group))
+    for pid in set(sampled) - leftovers:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if b"benchmarks" in cmdline.read():  # not a pid reused since it was sampled
+                leftovers.add(pid)
+    for pid in sorted(leftovers - {os.getpid()}):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            print(f"killed process {pid}, left running by the trial", flush=True)
 
 
 def cpu_by_role(tree: TreeCpu, consumer_pids: set[int]) -> dict[str, float]:
@@ -610,14 +635,15 @@ def run_trial(
     shm_before = set(os.listdir("/dev/shm"))
     start = time.perf_counter()
     process = FORK.Process(
-        target=trial, args=(mode, workload, consumers, args, work, report, shm_mb, costs)
+        target=_trial_in_own_group,
+        args=(mode, workload, consumers, args, work, report, shm_mb, costs),
     )
     process.start()
     with TreeCpu(process.pid) as tree:
         process.join()
     wall = time.perf_counter() - start
     cpu = tree.total
-    _kill_leftovers(sorted(tree.cpu))
+    _kill_leftovers(sorted(tree.cpu), group=process.pid)
     _remove_leftover_semaphores(shm_before)
     count = consumer_batches(mode, args)
     results = []

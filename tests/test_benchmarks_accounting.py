@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
 import math
+import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +76,39 @@ def test_the_sharing_table_has_the_lent_share_and_rows_from_a_64_mb_shm(tmp_path
     assert math.isnan(by["shared", 0]["copy_ms_per_batch"])
     assert math.isnan(by["own", 0]["lent_share"])
     assert set(TABLES["sharing"].read(str(out))["shm_mb"]) == {0}
+
+
+def _orphan_a_sleeper(*args, pid_file: Path) -> None:
+    """A trial that leaves a grandchild behind, re-parented away from the trial's tree at
+    once (as a killed producer's loader workers are)."""
+    if os.fork() == 0:
+        if os.fork() == 0:
+            pid_file.with_suffix(".tmp").write_text(str(os.getpid()))
+            pid_file.with_suffix(".tmp").rename(pid_file)
+            time.sleep(120)
+        os._exit(0)
+    while not pid_file.exists():
+        time.sleep(0.01)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_trial_leaves_no_process_behind_even_one_its_tree_never_saw(tmp_path, monkeypatch):
+    from benchmarks import sharing
+
+    pid_file = tmp_path / "orphan.pid"
+    monkeypatch.setattr(sharing, "trial", functools.partial(_orphan_a_sleeper, pid_file=pid_file))
+    args = argparse.Namespace(batches=4, ts_batches=4, recut_batch=None, workers=0)
+    row = sharing.run_trial("own", "images", 1, args, work=0)
+    orphan = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _running(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(orphan), f"the trial's orphan, process {orphan}, still runs"
+    assert row["consumers_finished"] == 0
