@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> list[dict]:
 
     Returns:
         One row per R: the set and advised R (median and min-max over advise's windows), the
+        step's time alone just before `advise` and just after the rounds, the
         advised setting and its expected time to target, each case's median steps/s and per
         round (``*_by_repeat``, `benchmarks.common.join_repeats`), the advised and
         `EchoOnStall` rates over the best fixed factor's, and the settings.
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     print(f"downstream step: {step.seconds * 1000:.2f} ms measured ({args.step_ms} ms asked)")
     rows = []
     for ratio in args.ratios:
-        as_run = ratio * step_s / step.measure()  # as benchmarks.echo_speedup takes R as run
+        before = step.measure()
+        as_run = ratio * step_s / before  # as benchmarks.echo_speedup takes R as run
         advice = advise(
             _loader(ratio, step_s, args), step, workload=args.workload,
             windows=args.windows, batches=args.batches,
@@ -93,6 +95,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         by_round = rates_by_repeat(
             cases, args.rounds, lambda batches: steps_per_second(batches, step, args.steps)
         )
+        step_after = step.measure()  # the step alone again: how far its time moved
         rate = {key: statistics.median(values) for key, values in by_round.items()}
         best = max(args.factors, key=lambda f: rate[f"fixed_e{f}"])
         best_rate = rate[f"fixed_e{best}"]
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             "advise_loader_ms": statistics.median(measured.loader_s) * 1000,
             "advise_step_ms": statistics.median(measured.step_s) * 1000,
             "as_run_R": as_run,
+            "step_ms_before": before * 1000,
+            "step_ms_after": step_after * 1000,
             "advise_R_error_vs_as_run": measured.R / as_run - 1,
             "workload": args.workload,
             "advised_point": setting.point if setting is not None else "none",
