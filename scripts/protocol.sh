@@ -38,6 +38,13 @@ part() {  # part STUDY WORKLOAD [ECHO_FACTOR ...]: that part's missing records
     .venv/bin/snakemake $paths "${extra[@]}" --configfile "$config" --rerun-triggers mtime \
         --keep-going || true
 }
+# A stop (a killed session, a power loss) leaves snakemake's locks behind, on which every part
+# would then fail: remove them, unless a snakemake runs in this directory.
+running=false
+for pid in $(pgrep -f snakemake || true); do
+    [[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$PWD" ]] && running=true
+done
+$running || .venv/bin/snakemake --unlock --configfile "$config" >/dev/null 2>&1 || true
 # The stale records, retrained in place (--force: a record written is never remade otherwise).
 # Snakemake leaves out a forced target that waits on another (a search's later trial): one
 # round per such link, until none is stale or a round retrains none of them.
