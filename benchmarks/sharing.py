@@ -76,7 +76,7 @@ from benchmarks.common import (
     schema_section,
     write_csv,
 )
-from experiments.procstat import TreeCpu
+from experiments.procstat import TreeCpu, group_members
 
 __all__ = [
     "BATCH",
@@ -549,25 +549,9 @@ def _remove_leftover_semaphores(before: set[str]) -> None:
 
 def _trial_in_own_group(*args: Any) -> None:
     """`trial` as the leader of a new process group, which every process it starts joins,
-    however they are later re-parented (`_group_members`)."""
+    however they are later re-parented (`experiments.procstat.group_members`)."""
     os.setpgid(0, 0)
     trial(*args)
-
-
-def _group_members(pgid: int) -> list[int]:
-    """The processes now in process group ``pgid``, from /proc."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()  # state, ppid, pgrp, ...
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
 
 
 def _kill_leftovers(sampled: list[int], group: int) -> None:
@@ -575,7 +559,7 @@ def _kill_leftovers(sampled: list[int], group: int) -> None:
     loader workers can wait forever on a queue nobody feeds): those still in the trial's
     process group ``group``, which includes any whose parent died before the tree's sampler
     saw them, and those of its sampled tree (``sampled``) that still run this benchmark."""
-    leftovers = set(_group_members(group))
+    leftovers = set(group_members(group))
     for pid in set(sampled) - leftovers:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             if b"benchmarks" in cmdline.read():  # not a pid reused since it was sampled

@@ -5,7 +5,27 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["TreeCpu"]
+__all__ = ["TreeCpu", "group_members", "stat_fields"]
+
+
+def stat_fields() -> dict[int, list[bytes]]:
+    """Every process now running: pid -> the fields of its /proc/PID/stat after the command
+    name (state, ppid, pgrp, ...)."""
+    fields = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields[int(entry)] = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+    return fields
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes now in process group ``pgid``."""
+    return [pid for pid, fields in stat_fields().items() if int(fields[2]) == pgid]
 
 
 class TreeCpu(threading.Thread):
@@ -31,15 +51,7 @@ class TreeCpu(threading.Thread):
     def sample(self) -> None:
         """Record the current CPU seconds of every process in the tree."""
         parents, times = {}, {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(entry)
+        for pid, fields in stat_fields().items():
             parents[pid] = int(fields[1])
             times[pid] = (int(fields[11]) + int(fields[12])) / self._ticks
         for pid, seconds in times.items():
