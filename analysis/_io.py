@@ -13,7 +13,7 @@ import pandas as pd
 
 from run_contract.files import atomic_write
 
-__all__ = ["atomic_write", "require_columns"]
+__all__ = ["atomic_write", "markdown_table", "require_columns"]
 
 
 def require_columns(
@@ -33,3 +33,23 @@ def require_columns(
     missing = [column for column in columns if column not in table.columns]
     if missing:
         raise ValueError(f"{what} lacks the columns {missing}{hint}")
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A pipe table of ``table``: floats with 3 significant digits (counts of 1000 and more
+    in full), NaN as "-".
+
+    Args:
+        table: Any table.
+    """
+
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            if pd.isna(value):
+                return "-"
+            return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table.itertuples(False)]
+    return "\n".join(lines)

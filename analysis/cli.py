@@ -15,6 +15,7 @@
     python -m analysis cost --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis resolution --runs results/protocol/runs.csv
     python -m analysis trials --runs results/protocol/runs.csv --configfile config/protocol.yaml
+    python -m analysis peak --runs results/protocol/runs.csv --configfile config/protocol.yaml
     python -m analysis readme README.md
     python -m analysis advice --runs results/protocol/runs.csv --out echo/evidence.json
     python -m analysis compare results .test-slurm/results
@@ -41,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import advice
-from analysis._io import atomic_write, require_columns
+from analysis._io import atomic_write, markdown_table, require_columns
 from analysis.compare import compare_record_dirs
 from analysis.records import aggregate, read_runs, write_tables
 from analysis.reference import load_reference
@@ -101,26 +102,6 @@ def parse_studies(
         for name, paths in mapping.items():
             add(name, paths)
     return studies
-
-
-def markdown_table(table: pd.DataFrame) -> str:
-    """A pipe table of ``table``: floats with 3 significant digits (counts of 1000 and more
-    in full), NaN as "-".
-
-    Args:
-        table: Any table.
-    """
-
-    def cell(value: object) -> str:
-        if isinstance(value, float):
-            if pd.isna(value):
-                return "-"
-            return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-        return str(value)
-
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table.itertuples(False)]
-    return "\n".join(lines)
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -243,6 +224,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--configfile", nargs="+",
         help="the study's config files, for T (default: the most trials any search landed)",
     )  # fmt: skip
+    peak = commands.add_parser(
+        "peak",
+        help="per workload and echo point of the echo-factor study: fresh examples to target "
+        "per factor, where the curve turns, and how many distinct views repeats give",
+    )
+    peak.add_argument("--runs", required=True, help="runs CSV (from aggregate)")
+    peak.add_argument(
+        "--configfile", nargs="+", help="the study's config (a search short of its T is left out)"
+    )
+    peak.add_argument(
+        "--views-examples", type=int, default=200,
+        help="training examples whose augmentations are counted (default 200; 0: no views "
+        "table, which reads the workloads' data)",
+    )  # fmt: skip
     compare = commands.add_parser(
         "compare", help="do two out_dirs hold the same records, timing aside? (exit 1 if not)"
     )
@@ -277,6 +272,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     verify.add_argument("--out", required=True, help="CSV to write, one row per record")
     return parser, {
         "advice": advice.add_command(commands),
+        "peak": peak,
         "aggregate": build,
         "figure": figure,
         "summary": summary,
@@ -648,6 +644,15 @@ def _trials(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     )
 
 
+def _peak(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from analysis.peak import report
+
+    if args.views_examples < 0:
+        parser.error(f"--views-examples must be 0 or more, got {args.views_examples}")
+    runs = read_runs(_existing(parser, "--runs", args.runs))
+    print(report(runs, _planned_workloads(parser, args.configfile), args.views_examples), end="")
+
+
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     differences = compare_record_dirs(args.first, args.second)
     for line in differences:
@@ -710,6 +715,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     command = {
         "advice": advice.run,
+        "peak": _peak,
         "aggregate": _aggregate,
         "figure": _figure,
         "summary": _summary,

@@ -9,7 +9,9 @@
 # (per claim: its parts decided, too weak to decide, without data), cost.md (per study and
 # workload), cost_conditions.md, resolution.md (the crossing's step and evaluation's share
 # against their goals), trials.md (each tuned baseline's expected best of T/2, T and 2T trials
-# against the crossing's step: has its best-of-k curve flattened by T?); and every figure of
+# against the crossing's step: has its best-of-k curve flattened by T?), peak.md (per echo
+# factor against the baseline, where the curve turns, and the distinct views an example's
+# repeats give before augmentation); and every figure of
 # its studies under its figures_dir. The benchmark tables (benchmarks/*.csv under out_dir,
 # else the default study's, under its out_dir: the protocol study runs no benchmarks) go to
 # the claims on benchmarks.
@@ -50,6 +52,7 @@ done
     --resamples "${RESAMPLES:-200}" --out "$out/calibration.csv" >/dev/null
 "$py" -m analysis resolution --runs "$out/runs.csv" >"$out/resolution.md"
 "$py" -m analysis trials --runs "$out/runs.csv" --configfile "${configs[@]}" >"$out/trials.md"
+"$py" -m analysis peak --runs "$out/runs.csv" --configfile "${configs[@]}" >"$out/peak.md"
 prior=()  # the default study's measured cost per workload, where none of this one has landed
 [[ $out != "$default_out" && -f $default_out/runs.csv ]] && prior=(--prior "$default_out/runs.csv")
 for by in part condition; do
@@ -70,5 +73,5 @@ for name in "${names[@]}"; do
 done
 drawn=0
 for name in "${names[@]}"; do [[ -n $name ]] && drawn=$((drawn + 1)); done
-echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,calibration_by_claim,cost,resolution,trials}.md" \
+echo "wrote $out/{runs,summary,claims,calibration}.csv, $out/{claims,calibration,calibration_by_claim,cost,resolution,trials,peak}.md" \
     "and $drawn figures in $figures"

@@ -27,12 +27,12 @@ __all__ = ["fresh_vs_echo_factor"]
     study="echo_factor",
     caption=(
         "Fresh examples to target relative to the baseline against the echo factor e "
-        "(log2 axes, up to 16), one panel per workload and one line per insertion point; "
+        "(log2 axes, up to 32), one panel per workload and one line per insertion point; "
         "the baseline is the point at e = 1 and the dashed line the ideal 1/e. "
         f"{RELATIVE_CAPTION} {PAPER_CAPTION}"
     ),
 )
-def fresh_vs_echo_factor(sheet: Sheet, *, max_factor: float = 16.0) -> Figure:
+def fresh_vs_echo_factor(sheet: Sheet, *, max_factor: float = 32.0) -> Figure:
     """Fresh examples to target relative to the baseline against the echo factor.
 
     One panel per workload, one line per insertion point (median over seeds, min-max bars),
@@ -42,7 +42,8 @@ def fresh_vs_echo_factor(sheet: Sheet, *, max_factor: float = 16.0) -> Figure:
         runs: The runs table (``analysis.records.aggregate``).
         reference: The papers' values (``analysis.reference.load_reference``). Default None.
         study: The study whose runs are drawn. Default "echo_factor".
-        max_factor: The largest echo factor drawn. Default 16.0.
+        max_factor: The largest echo factor drawn. Default 32.0 (the protocol study's e = 32
+            before augmentation, where the curve may turn).
 
     Returns:
         The figure.
