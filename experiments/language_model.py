@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from experiments.data.cache import cache_dir
 from experiments.data.hf import HUB
-from experiments.data.text import bpe_tokenizer, token_windows
+from experiments.data.text import bpe_tokenizer, cached_windows
 from experiments.models.transformer_lm import CausalLM
 from experiments.optimizers import build_optimizer
 from experiments.search import SCHEDULE
@@ -170,9 +170,9 @@ class LanguageModelWorkload(Workload):
         vocab, context = self.hp["vocab_size"], self.hp["context"]
         cache = cache_dir(None if str(self.data_dir) == HUB else self.data_dir)
         tokenizer = bpe_tokenizer(bpe_text, vocab, cache / f"{name}_bpe_{vocab}")
-        self._windows["train"] = token_windows(train, tokenizer, context)
-        held_out_windows = token_windows(held_out, tokenizer, context)
-        self._windows["eval"] = held_out_windows[: self.hp["eval_windows"]]
+        windows = cached_windows(cache, tokenizer, {"train": train, "eval": held_out}, context)
+        self._windows["train"] = windows["train"]
+        self._windows["eval"] = windows["eval"][: self.hp["eval_windows"]]
 
     def read(self, split: str) -> np.ndarray:
         """Windows of ``context + 1`` token ids, one row per example (``int32``)."""

@@ -13,10 +13,10 @@ import torch
 from data_marks import skip_data_missing
 from workload_checks import SMALL_LM, PaperScale, cached_bpe, run_workload
 
-from experiments.data import MissingDataError
+from experiments.data import MissingDataError, text
 from experiments.data.bbc_news import WHEEL, acquire_bbc_news, read_bbc_news
 from experiments.data.lm1b import FOLDERS, load_lm1b
-from experiments.data.text import EOS, bpe_tokenizer, token_windows
+from experiments.data.text import EOS, bpe_tokenizer, cached_windows, token_windows
 from run_contract.record import validate
 
 SENTENCES = [
@@ -88,6 +88,31 @@ def test_the_bpe_is_a_transformers_tokenizer_saved_in_the_cache_and_reloadable(t
     assert reloaded(SENTENCES[1])["input_ids"] == trained(SENTENCES[1])["input_ids"]
     assert bpe_tokenizer([], 300, folder).get_vocab() == trained.get_vocab()  # from the cache
     assert [p.name for p in tmp_path.iterdir()] == ["bpe_300"]  # no temporary folder left
+
+
+def test_windows_are_kept_in_the_cache_keyed_by_everything_they_are_made_of(tmp_path, monkeypatch):
+    """The cached windows are `token_windows`' exactly; a second run reads them without
+    tokenizing; other texts, another length or another tokenizer make a new entry."""
+    tokenizer = bpe_tokenizer(SENTENCES, 300)
+    splits = {"train": SENTENCES[:12], "eval": SENTENCES[12:]}
+    first = cached_windows(tmp_path, tokenizer, splits, 8)
+    for name, texts in splits.items():
+        expected = token_windows(texts, tokenizer, 8)
+        assert first[name].dtype == expected.dtype and np.array_equal(first[name], expected)
+    assert len(list(tmp_path.iterdir())) == 1  # one entry, no temporary folder left
+
+    def no_tokenizing(*args):
+        raise AssertionError("tokenized again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(text, "token_windows", no_tokenizing)
+        again = cached_windows(tmp_path, tokenizer, splits, 8)
+    assert all(np.array_equal(again[name], first[name]) for name in splits)
+
+    cached_windows(tmp_path, tokenizer, {"train": SENTENCES[:11], "eval": SENTENCES[12:]}, 8)
+    cached_windows(tmp_path, tokenizer, splits, 9)
+    cached_windows(tmp_path, bpe_tokenizer(SENTENCES, 290), splits, 8)
+    assert len(list(tmp_path.iterdir())) == 4
 
 
 @pytest.mark.parametrize("workload", ["lm1b_transformer", "common_crawl_transformer"])

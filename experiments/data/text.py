@@ -1,17 +1,19 @@
 """Text to training examples: a byte-level BPE tokenizer trained locally with HF ``tokenizers``
 and wrapped as a ``transformers.PreTrainedTokenizerFast`` (saved in the cache, reloadable with
-``PreTrainedTokenizerFast.from_pretrained(folder)``), and fixed-length windows of token ids."""
+``PreTrainedTokenizerFast.from_pretrained(folder)``), and fixed-length windows of token ids
+(kept in the cache too, `cached_windows`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from experiments.data.cache import build_once
 
-__all__ = ["EOS", "bpe_tokenizer", "token_windows"]
+__all__ = ["EOS", "bpe_tokenizer", "cached_windows", "token_windows"]
 
 EOS = "<eos>"
 
@@ -77,3 +79,43 @@ def token_windows(texts: Sequence[str], tokenizer, length: int) -> np.ndarray:
         stream.append(eos)
     count = len(stream) // (length + 1)
     return np.asarray(stream[: count * (length + 1)], dtype=np.int32).reshape(count, length + 1)
+
+
+def cached_windows(
+    folder: Path | None, tokenizer, splits: Mapping[str, Sequence[str]], length: int
+) -> dict[str, np.ndarray]:
+    """`token_windows` of each split's texts, kept in ``folder`` so that a run does not
+    tokenize its corpus again (seconds per language-model run at cpu scale).
+
+    The entry's name digests everything the windows are made of: the tokenizer (its JSON),
+    ``length`` and every split's texts. Another corpus, tokenizer or length is another entry,
+    so a stale one is never read. It is made with `build_once` (never half a file; processes
+    making it at once all read the one published first).
+
+    Args:
+        folder: The cache folder. None: no cache, the windows are made each call.
+        tokenizer: A ``PreTrainedTokenizerFast`` with an ``<eos>`` token (`bpe_tokenizer`).
+        splits: Split name -> its texts.
+        length: As for `token_windows`.
+
+    Returns:
+        Split name -> its windows, exactly `token_windows`'.
+    """
+
+    def make() -> dict[str, np.ndarray]:
+        return {name: token_windows(texts, tokenizer, length) for name, texts in splits.items()}
+
+    if folder is None:
+        return make()
+    digest = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode())
+    digest.update(f"length={length}".encode())
+    for name in sorted(splits):
+        digest.update(f"split={name} texts={len(splits[name])}".encode())
+        for text in splits[name]:
+            data = text.encode()
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+    dest = Path(folder) / f"windows-{digest.hexdigest()[:32]}.npz"
+    saved = build_once(dest, lambda path: np.savez(path, **make()), Path.is_file)
+    with np.load(saved) as stored:
+        return {name: stored[name] for name in splits}
