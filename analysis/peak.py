@@ -90,13 +90,10 @@ def factor_table(runs: pd.DataFrame, plan: Plan | None = None) -> pd.DataFrame:
         for point in points:
             rows = study.select(workload, echo_point=point)
             groups = [(1.0, base)] + [
-                (float(e), rows[rows["echo_factor"] == e]) for e in sorted(rows["echo_factor"])
+                (float(e), rows[rows["echo_factor"] == e])
+                for e in sorted(rows["echo_factor"].unique())
             ]
-            seen = set()
             for factor, chosen in groups:
-                if factor in seen:
-                    continue
-                seen.add(factor)
                 fresh, steps = _medians(study, chosen)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     rel = fresh / base_fresh
