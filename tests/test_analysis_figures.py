@@ -222,6 +222,24 @@ def test_unfinished_sharing_trials_are_marked(inputs):
     assert "did not finish" in texts(figure)
 
 
+def test_the_factor_figure_draws_e_32_where_the_protocol_study_turns(tmp_path):
+    """The protocol study sweeps before augmentation to e = 32: the factor figure draws it,
+    its ideal 1/e line too; a larger factor is left out and said so."""
+    records = [
+        make_record("cifar10_resnet", point, factor, seed=seed, fresh_to_target=fresh)
+        for point, factor, fresh in [("none", 1.0, 3200), ("before_augment", 16.0, 800),
+                                     ("before_augment", 32.0, 600), ("before_augment", 64.0, 700)]
+        for seed in range(3)
+    ]  # fmt: skip
+    runs, _ = aggregate({"echo_factor": [write_record(tmp_path, r) for r in records]})
+    figure = get("fresh_vs_echo_factor").draw(runs, None)
+    lines = [line.get_xdata() for line in figure.axes[0].get_lines() if len(line.get_xdata())]
+    measured = [x for x in lines if len(x) < 10]  # the ideal line has 64 points
+    assert any(30 < max(x) < 34 for x in measured)  # e = 32 (points are spread a little)
+    assert max(max(x) for x in lines) < 34  # e = 64 is not
+    assert "Echo factors above 32 are not drawn." in texts(figure)
+
+
 def test_the_best_of_k_per_factor_names_each_echo_point_once_and_marks_each_factor(inputs):
     figure = draw("expected_best_vs_factor", inputs)
     labels = legend_labels(figure)
