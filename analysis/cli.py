@@ -650,7 +650,14 @@ def _peak(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.views_examples < 0:
         parser.error(f"--views-examples must be 0 or more, got {args.views_examples}")
     runs = read_runs(_existing(parser, "--runs", args.runs))
-    print(report(runs, _planned_workloads(parser, args.configfile), args.views_examples), end="")
+    data_dirs = None
+    if args.configfile:
+        from experiments.study import load_config
+
+        workloads = load_config(*args.configfile).get("workloads", {})
+        data_dirs = {name: (spec or {}).get("data_dir") for name, spec in workloads.items()}
+    plan = _planned_workloads(parser, args.configfile)
+    print(report(runs, plan, args.views_examples, data_dirs), end="")
 
 
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

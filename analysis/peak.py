@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -205,8 +205,12 @@ def distinct_views(
 
 
 def views_table(
-    table: pd.DataFrame, scale: str = "cpu", examples: int = 200, seed: int = 0
-) -> pd.DataFrame:
+    table: pd.DataFrame,
+    scale: str = "cpu",
+    examples: int = 200,
+    seed: int = 0,
+    data_dirs: Mapping[str, str | None] | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
     """Per workload with an echo point before augmentation in ``table``: its training examples,
     the baseline's median fresh examples to target as passes over them, and per factor the
     distinct views among its repeats (`distinct_views`), as ``views e=K`` columns
@@ -217,25 +221,44 @@ def views_table(
         scale: The workloads' scale. Default "cpu".
         examples: Passed to `distinct_views`. Default 200.
         seed: Passed to `distinct_views`. Default 0.
+        data_dirs: Workload -> its data folder (a config's ``workloads.NAME.data_dir``).
+            Default None: each workload's default (the cache, at cpu scale).
+
+    Returns:
+        The table, and one line per workload left out because its data is not here.
     """
+    from experiments.data import MissingDataError
     from experiments.registry import discover, get
 
     discover()
     before = table[table["echo_point"] == "before_augment"]
-    out = []
+    out, missing = [], []
     for workload, rows in before.groupby("workload", sort=True):
-        instance = get(workload)(scale=scale)
+        data_dir = (data_dirs or {}).get(workload)
+        if scale == "paper" and not data_dir:  # as experiments.run refuses it
+            missing.append(f"{workload}: no views, no data_dir is given at paper scale")
+            continue
+        instance = get(workload)(scale=scale, data_dir=data_dir)
         factors = sorted(int(e) for e in rows["echo_factor"] if e > 1)
-        views = distinct_views(instance, factors, examples, seed)
+        try:
+            views = distinct_views(instance, factors, examples, seed)
+        except MissingDataError as error:
+            missing.append(f"{workload}: no views, its data is not here ({error})")
+            continue
         base = float(rows.loc[rows["echo_factor"] == 1.0, "fresh_median"].iloc[0])
         size = len(instance.read("train"))
         row = {"workload": workload, "train_examples": float(size), "baseline_passes": base / size}
         row.update({f"views e={e}": f"{views[e]:.1f} ({views[e] / e:.0%})" for e in factors})
         out.append(row)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out), missing
 
 
-def report(runs: pd.DataFrame, plan: Plan | None = None, views_examples: int = 200) -> str:
+def report(
+    runs: pd.DataFrame,
+    plan: Plan | None = None,
+    views_examples: int = 200,
+    data_dirs: Mapping[str, str | None] | None = None,
+) -> str:
     """`factor_table`, `turns` and (``views_examples`` > 0) `views_table` of ``runs`` as
     markdown, each with what its columns mean (``python -m analysis peak``).
 
@@ -244,6 +267,7 @@ def report(runs: pd.DataFrame, plan: Plan | None = None, views_examples: int = 2
         plan: What the config plans (`analysis.claims.study.Plan`). Default None.
         views_examples: Training examples `views_table` draws; 0: no views table (it reads
             the workloads' data). Default 200.
+        data_dirs: Passed to `views_table`. Default None.
     """
     table = factor_table(runs, plan)
     if not len(table):
@@ -267,7 +291,8 @@ def report(runs: pd.DataFrame, plan: Plan | None = None, views_examples: int = 2
     ]
     if views_examples > 0:
         scale = str(rows["scale"].iloc[0]) if "scale" in rows and len(rows) else "cpu"
-        views = views_table(table, scale, views_examples)
+        views, missing = views_table(table, scale, views_examples, data_dirs=data_dirs)
+        parts += ["", *missing] if missing else []
         if len(views):
             parts += [
                 "",

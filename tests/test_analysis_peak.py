@@ -4,11 +4,12 @@ how many distinct views an example's repeats give before augmentation."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from test_analysis_claims import searched_runs
 
 from analysis.cli import main
-from analysis.peak import distinct_views, factor_table, turns
+from analysis.peak import distinct_views, factor_table, turns, views_table
 from experiments.data.arrays import ImageExamples
 from experiments.workloads.cifar10_resnet import Cifar10ResNet
 
@@ -103,3 +104,18 @@ def test_the_command_prints_both_tables_and_refuses_a_negative_count(tmp_path, c
         main(["peak", "--runs", str(path), "--views-examples", "-1"])
     assert exited.value.code == 2
     assert "--views-examples must be 0 or more" in capsys.readouterr().err
+
+
+def test_a_workload_whose_data_is_not_here_is_named_not_a_failed_report(tmp_path):
+    """A paper-scale study's report on a machine without its datasets: the views are left
+    out, saying why, and the other tables stand."""
+    table = pd.DataFrame(
+        [("cifar10_resnet", "before_augment", e, f) for e, f in ((1.0, 100.0), (2.0, 60.0))],
+        columns=["workload", "echo_point", "echo_factor", "fresh_median"],
+    )
+    views, missing = views_table(table, "paper", 5)
+    assert views.empty
+    assert missing == ["cifar10_resnet: no views, no data_dir is given at paper scale"]
+    views, missing = views_table(table, "paper", 5, data_dirs={"cifar10_resnet": str(tmp_path)})
+    assert views.empty and missing[0].startswith("cifar10_resnet: no views, its data is not here")
+    assert str(tmp_path) in missing[0]
