@@ -90,7 +90,9 @@ def cached_windows(
     The entry's name digests everything the windows are made of: the tokenizer (its JSON),
     ``length`` and every split's texts. Another corpus, tokenizer or length is another entry,
     so a stale one is never read. It is made with `build_once` (never half a file; processes
-    making it at once all read the one published first).
+    making it at once all read the one published first). It takes the windows' own size on
+    disk (4 bytes a token: a few MB at cpu scale, GBs for a paper-scale corpus, which takes
+    minutes to tokenize).
 
     Args:
         folder: The cache folder. None: no cache, the windows are made each call.
