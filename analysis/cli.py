@@ -403,16 +403,25 @@ def _claims(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     print(text, end="")
 
 
+def _config(parser: argparse.ArgumentParser, configfile: list[str]) -> dict:
+    """The study's config from ``--configfile``'s files, merged as snakemake merges them (a
+    missing file is a usage error naming it)."""
+    from experiments.study import load_config
+
+    return load_config(*[_existing(parser, "--configfile", f) for f in configfile])
+
+
 def _planned_workloads(
-    parser: argparse.ArgumentParser, configfile: list[str] | None
+    parser: argparse.ArgumentParser, configfile: list[str] | None, config: dict | None = None
 ) -> dict[str, dict[str, int | None]] | None:
     """Study -> workload -> the trials per search its config plans (None: seeds), as
-    `analysis.claims.study.Plan` (None without ``--configfile``)."""
+    `analysis.claims.study.Plan` (None without ``--configfile``); ``config``: that config,
+    already loaded (`_config`)."""
     if not configfile:
         return None
-    from experiments.study import load_config, plan
+    from experiments.study import plan
 
-    studies = plan(load_config(*[_existing(parser, "--configfile", f) for f in configfile]))
+    studies = plan(config if config is not None else _config(parser, configfile))
     found: dict[str, dict[str, int | None]] = {}
     for name, paths in studies.studies.items():
         for path in paths:
@@ -523,11 +532,9 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     by = CONDITION if args.by == "condition" else PART
     planned, unique, censoring = None, None, None
     if args.configfile:
-        from experiments.study import load_config, plan
+        from experiments.study import plan
 
-        studies = plan(
-            load_config(*[_existing(parser, "--configfile", f) for f in args.configfile])
-        )
+        studies = plan(_config(parser, args.configfile))
         rows = []
         for name, paths in studies.studies.items():
             for path in paths:
@@ -650,13 +657,10 @@ def _peak(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.views_examples < 0:
         parser.error(f"--views-examples must be 0 or more, got {args.views_examples}")
     runs = read_runs(_existing(parser, "--runs", args.runs))
-    data_dirs = None
-    if args.configfile:
-        from experiments.study import load_config
-
-        workloads = load_config(*args.configfile).get("workloads", {})
-        data_dirs = {name: (spec or {}).get("data_dir") for name, spec in workloads.items()}
-    plan = _planned_workloads(parser, args.configfile)
+    config = _config(parser, args.configfile) if args.configfile else {}
+    workloads = config.get("workloads", {})
+    data_dirs = {name: (spec or {}).get("data_dir") for name, spec in workloads.items()}
+    plan = _planned_workloads(parser, args.configfile, config)
     print(report(runs, plan, args.views_examples, data_dirs), end="")
 
 

@@ -104,6 +104,10 @@ def test_the_command_prints_both_tables_and_refuses_a_negative_count(tmp_path, c
         main(["peak", "--runs", str(path), "--views-examples", "-1"])
     assert exited.value.code == 2
     assert "--views-examples must be 0 or more" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["peak", "--runs", str(path), "--configfile", str(tmp_path / "missing.yaml")])
+    assert exited.value.code == 2
+    assert "--configfile: no such file" in capsys.readouterr().err
 
 
 def test_a_workload_whose_data_is_not_here_is_named_not_a_failed_report(tmp_path):
