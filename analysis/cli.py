@@ -182,7 +182,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     cost.add_argument(
         "--budget-core-hours",
         type=float,
-        help="say whether the whole study's estimate fits in this many core-hours",
+        help="say whether the study's estimate still to train fits in this many core-hours "
+        "(with --budget-since: what the budget has spent, plus the estimate still to train)",
+    )
+    cost.add_argument(
+        "--budget-since",
+        metavar="RUNS",
+        help="runs CSV of the records that had landed when the budget began (e.g. `git show "
+        "REV:results/protocol/runs.csv`): a landed record not in it, or retrained since (its "
+        "total_s differs), counts against --budget-core-hours",
     )
     cost.add_argument(
         "--by",
@@ -525,12 +533,19 @@ def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.cost import censoring_estimates, censoring_line
+    from analysis.cost import censoring_estimates, censoring_line, speed_since
     from analysis.protocol import CONDITION, PART, study_cost
 
+    if args.budget_since is not None and args.budget_core_hours is None:
+        parser.error("--budget-since needs --budget-core-hours")
     runs = None if args.runs is None else read_runs(_existing(parser, "--runs", args.runs))
+    before = None
+    if args.budget_since is not None:
+        before = read_runs(_existing(parser, "--budget-since", args.budget_since))
+        require_columns(before, ["record", "total_s"], args.budget_since)
     by = CONDITION if args.by == "condition" else PART
     planned, unique, censoring = None, None, None
+    since, speed = None, pd.DataFrame()
     if args.configfile:
         from experiments.study import plan
 
@@ -551,11 +566,19 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         unique = len(studies.runs)
         if runs is None:  # the records landed so far, read as aggregate would
             runs, _ = aggregate(studies.landed())
-        if runs is not None and len(runs):
-            censoring = censoring_estimates(planned, runs)
-            planned["expected_s"] = censoring["censored"]
     elif args.by == "condition" or runs is None:
         parser.error("--by condition, or no --runs, needs --configfile (the planned runs)")
+    if before is not None and runs is not None and len(runs):
+        since = trained_since(runs, before)
+        speed = speed_since(runs.loc[~runs["record"].duplicated()], since)
+    if planned is not None and runs is not None and len(runs):
+        priced = runs
+        if len(speed):  # the landed runs' cost at the speed the study trains at now
+            priced = runs.copy()
+            ratio = runs["workload"].map(speed["ratio"]).fillna(1.0).where(~since, 1.0)
+            priced["total_s"] = runs["total_s"] * ratio
+        censoring = censoring_estimates(planned, priced)
+        planned["expected_s"] = censoring["censored"]
     prior = None
     if args.prior is not None:  # another study's: only its cost columns are read
         prior = pd.read_csv(_existing(parser, "--prior", args.prior))
@@ -573,6 +596,8 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         )
     else:
         print("\nno records landed yet")
+    if len(speed):
+        print(speed_line(speed))
     if unique is not None:
         left = (table["estimate_s"] - table["landed_s"].fillna(0)).sum()
         print(remaining_line(unique, len(once), left))
@@ -583,17 +608,61 @@ def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         whole = study_cost(runs, once_each, prior)
         total = whole["estimate_s"].sum() / 3600
         left = total - whole["landed_s"].fillna(0).sum() / 3600
-        fits = "within" if left <= args.budget_core_hours else "OVER"
-        print(
-            f"estimate {left:.1f} core-hours still to train (the whole study: {total:.1f}): "
-            f"{fits} the budget of {args.budget_core_hours:g} core-hours"
-        )
+        spent = None
+        if before is not None:
+            chosen = since.loc[once.index] if since is not None else pd.Series(dtype=bool)
+            spent = int(chosen.sum()), float(once.loc[chosen, "total_s"].sum()) / 3600
+        print(budget_line(left, total, args.budget_core_hours, spent))
 
 
 def _default_batch(workload: str, scale: str) -> int:
     from experiments import registry
 
     return registry.defaults(workload, scale).hparams["batch_size"]
+
+
+def trained_since(landed: pd.DataFrame, before: pd.DataFrame) -> pd.Series:
+    """Which of ``landed`` (one row per record, with ``total_s``) trained since ``before``
+    (the runs that had landed then): new records, and records retrained in place (their
+    ``total_s`` differs from ``before``'s)."""
+    then = before.drop_duplicates("record").set_index("record")["total_s"]
+    old = landed["record"].map(then)
+    return old.isna() | ((landed["total_s"] - old).abs() > 1e-6)
+
+
+def speed_line(speed: pd.DataFrame) -> str:
+    """One line: `analysis.cost.speed_since`'s ratio per workload."""
+    filled = " (the median of the others)"
+    ratios = ", ".join(
+        f"{workload} {row.ratio:.2f}x{'' if row.measured else filled}"
+        for workload, row in speed.iterrows()
+    )
+    return (
+        f"speed: seconds per step since the budget began over those before it ({ratios}; "
+        "medians of downstream_s_per_step): the runs still to train are priced at the "
+        "runs' since"
+    )
+
+
+def budget_line(
+    left: float, total: float, budget: float, spent: tuple[int, float] | None = None
+) -> str:
+    """Whether a study fits its ``budget`` (core-hours): ``left`` of its estimated ``total``
+    still to train, plus ``spent = (runs, core_hours)`` since the budget began (None: the
+    budget begins now)."""
+    if spent is None:
+        fits = "within" if left <= budget else "OVER"
+        return (
+            f"estimate {left:.1f} core-hours still to train (the whole study: {total:.1f}): "
+            f"{fits} the budget of {budget:g} core-hours"
+        )
+    runs, hours = spent
+    fits = "within" if hours + left <= budget else "OVER"
+    return (
+        f"budget: {hours:.1f} core-hours spent since it began ({runs} runs) + about "
+        f"{left:.1f} still to train = {hours + left:.1f}: {fits} the budget of {budget:g} "
+        f"core-hours ({budget - hours - left:+.1f})"
+    )
 
 
 def remaining_line(planned: int, landed: int, left_s: float) -> str:

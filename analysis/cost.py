@@ -40,6 +40,7 @@ __all__ = [
     "censoring_estimates",
     "censoring_line",
     "expected_costs",
+    "speed_since",
 ]
 
 COST_CONDITION = ["study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size"]
@@ -196,3 +197,40 @@ def censoring_line(estimates: pd.DataFrame, planned: pd.DataFrame, runs: pd.Data
         f"{chosen['uncensored'].sum() / 3600:.1f} trained to their target or budget "
         "(each landed condition's trials replayed: analysis.cost)"
     )
+
+
+def speed_since(landed: pd.DataFrame, since: pd.Series, least: int = 10) -> pd.DataFrame:
+    """Per workload, how many times as long a step trains in the runs of ``since`` as in the
+    others: the ratio of the medians of ``downstream_s_per_step`` (a run's seconds per optimizer
+    step, evaluation excluded), where each side has at least ``least`` runs.
+
+    A landed run's cost measures the host it trained on; a study that moves to a slower (or
+    busier) host costs more per run than its landed runs say. Scaling the landed runs' cost
+    by this ratio prices what is still to train at the speed the study trains at now.
+
+    Args:
+        landed: One row per landed record, with ``workload`` and ``downstream_s_per_step``.
+        since: Boolean, on ``landed``'s index: the runs trained since (e.g. since a budget
+            began, `analysis.cli`'s ``--budget-since``).
+        least: The fewest runs on each side for a measured ratio. Default 10.
+
+    Returns:
+        Index workload (each of ``landed``'s), columns ``ratio`` and ``measured``: a workload
+        with fewer than ``least`` runs on a side takes the median of the measured workloads'
+        ratios (the host's, as steps of every workload slow down alike), ``measured`` False;
+        empty when no workload is measured.
+    """
+    require_columns(landed, ["workload", "downstream_s_per_step"], "runs")
+    ratios = {}
+    for workload, group in landed.groupby("workload", sort=True):
+        now = group.loc[since.loc[group.index], "downstream_s_per_step"].dropna()
+        then = group.loc[~since.loc[group.index], "downstream_s_per_step"].dropna()
+        ratios[workload] = np.nan
+        if len(now) >= least and len(then) >= least:
+            ratios[workload] = float(now.median() / then.median())
+    table = pd.DataFrame({"ratio": pd.Series(ratios, dtype=float)})
+    table["measured"] = table["ratio"].notna()
+    if not table["measured"].any():
+        return table.iloc[0:0]
+    table["ratio"] = table["ratio"].fillna(table.loc[table["measured"], "ratio"].median())
+    return table

@@ -2,13 +2,13 @@
 # Train the protocol study (config/protocol.yaml) in a fixed order of parts, the parts that
 # decide claims first. First the landed records that are stale (a crossing floored at the
 # first evaluation, `python -m experiments.study paths --stale`), retrained in place: new
-# trials are censored against them. Then the insertion study ("fewer fresh examples at e = 2
-# on every workload"), the language models first (their baselines reached the target least
-# often), then the batch-size study (its trials are the cheapest), the factor sweeps of the
-# image workloads before augmentation with e = 32 (the factor peak), the rest of the factor
-# sweeps, e = 16 last (up to 16 steps per fresh batch: the costliest runs), then everything
-# else (tables and figures included). A search's trials train in order (each censored
-# against the earlier ones); searches and conditions run side by side.
+# trials are censored against them. Then the parts the config grows, in the order its budget
+# ranks them: the language models' insertion study ("fewer fresh examples at e = 2 on every
+# workload"; their baselines reached the target least often), e = 32 before augmentation (the
+# factor peak), the batch-size study; then any part a later config grows (the insertion
+# study's image workloads, the echo factors), then everything else (tables and figures
+# included). A search's trials train in order (each censored against the earlier ones);
+# searches and conditions run side by side.
 # Resumable: records are atomic and never recomputed, so run it again after a stop.
 #   nohup scripts/protocol.sh > results/protocol/logs/driver.log 2>&1 &
 # Extra arguments go to every snakemake call (e.g. --cores 4, or --profile for SLURM).
@@ -61,19 +61,15 @@ done
 order=(
     "insertion lm1b_transformer"
     "insertion common_crawl_transformer"
+    "echo_factor imagenet_resnet 32"
+    "echo_factor cifar10_resnet 32"
+    "batch_size imagenet_resnet"
     "insertion imagenet_resnet"
     "insertion cifar10_resnet"
     "insertion coco_ssd"
-    "batch_size imagenet_resnet"
-    "echo_factor cifar10_resnet 4 8 32"
-    "echo_factor imagenet_resnet 4 8 32"
-    "echo_factor lm1b_transformer 4 8"
-    "wall_time imagenet_resnet"
-    "shuffle_buffer cifar10_resnet"
-    "no_harm lm1b_transformer"
-    "echo_factor lm1b_transformer 16"
-    "echo_factor imagenet_resnet 16"
-    "echo_factor cifar10_resnet 16"
+    "echo_factor lm1b_transformer"
+    "echo_factor imagenet_resnet"
+    "echo_factor cifar10_resnet"
 )
 for entry in "${order[@]}"; do
     # shellcheck disable=SC2086

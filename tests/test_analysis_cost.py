@@ -77,3 +77,44 @@ def test_each_planned_run_takes_its_conditions_censored_cost_and_a_new_factor_a_
     assert expected[:3] == pytest.approx([52.5, 30.0, 25.0])
     assert pd.isna(expected[3]) and pd.isna(expected[5])  # not tuned; nothing landed
     assert expected[4] == pytest.approx(25.0 * 8 / 2)  # e = 2's, times 4 steps per fresh one
+
+
+def test_a_slower_host_is_measured_per_workload_and_filled_from_the_others():
+    from analysis.cost import speed_since
+
+    steps = {"a": ([0.1] * 10, [0.25] * 10), "b": ([0.2] * 10, [0.4] * 10), "c": ([0.3] * 10, [])}
+    rows = [
+        {"workload": w, "downstream_s_per_step": s, "since": i == 1}
+        for w, sides in steps.items()
+        for i, side in enumerate(sides)
+        for s in side
+    ]
+    landed = pd.DataFrame(rows)
+    speed = speed_since(landed, landed["since"])
+    assert speed["ratio"].to_dict() == pytest.approx({"a": 2.5, "b": 2.0, "c": 2.25})
+    assert speed["measured"].to_dict() == {"a": True, "b": True, "c": False}
+    # one run fewer than `least` on a side: nothing measured, nothing scaled
+    assert speed_since(landed, landed["since"], least=11).empty
+
+
+def test_the_budget_counts_new_and_retrained_runs_and_says_when_it_is_over():
+    from analysis.cli import budget_line, trained_since
+
+    before = pd.DataFrame({"record": ["x", "y"], "total_s": [3600.0, 3600.0]})
+    landed = pd.DataFrame({"record": ["x", "y", "z"], "total_s": [3600.0, 7200.0, 3600.0]})
+    assert trained_since(landed, before).tolist() == [False, True, True]  # y retrained, z new
+    line = budget_line(left=2.0, total=5.0, budget=4.5, spent=(2, 3.0))
+    assert "3.0 core-hours spent since it began (2 runs) + about 2.0" in line
+    assert "= 5.0: OVER the budget of 4.5 core-hours (-0.5)" in line
+    assert "within" in budget_line(left=1.0, total=5.0, budget=4.5, spent=(2, 3.0))
+    # no budget_since: the budget begins now
+    assert "within the budget of 4.5" in budget_line(left=2.0, total=5.0, budget=4.5)
+
+
+def test_budget_since_without_a_budget_is_a_usage_error(capsys):
+    from analysis.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["cost", "--runs", "r.csv", "--budget-since", "b.csv"])
+    assert stop.value.code == 2
+    assert "--budget-since needs --budget-core-hours" in capsys.readouterr().err
