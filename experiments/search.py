@@ -18,7 +18,9 @@ fresh-example budget, after a warm-up of `WARMUP_FRACTION` of them where the sch
 Those two shapes are fixed, not searched: at cpu scale's few trials per search, each searched
 dimension thins the others' coverage.
 
-This module imports nothing heavy (scipy is imported when a point is drawn).
+This module imports nothing heavy: scipy's ``qmc.Sobol`` draws a search's points once per
+machine (`sobol_block`), into the data cache; a run process reads them back from there, as
+importing ``scipy.stats`` alone costs a few seconds of CPU, more than a short trial's set-up.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "Dimension",
     "SearchSpace",
     "budget_schedule",
+    "sobol_block",
 ]
 
 SCALINGS: tuple[str, ...] = ("log", "linear", "one_minus_log")
@@ -215,14 +220,11 @@ class SearchSpace:
             ValueError: A bad repetition or trial, or a searched schedule without
                 ``budget_steps``.
         """
-        from scipy.stats import qmc
-
         for name, value in (("repetition", repetition), ("trial", trial)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         names = sorted(self.dimensions)
-        sobol = qmc.Sobol(len(names), scramble=True, seed=repetition)
-        u = sobol.random_base2(max(0, math.ceil(math.log2(trial + 1))))[trial]
+        u = sobol_block(len(names), repetition, max(0, math.ceil(math.log2(trial + 1))))[trial]
         values = (self.dimensions[n].value(float(x)) for n, x in zip(names, u, strict=True))
         point = {
             n: v if isinstance(v, str) else float(f"{v:.6g}")
@@ -259,3 +261,50 @@ class SearchSpace:
             else f"{n} {label[d.scaling]} [{d.low:g}, {d.high:g}]"
             for n, d in sorted(self.dimensions.items())
         )
+
+
+def _draw_sobol(dimensions: int, seed: int, m: int) -> Any:
+    from scipy.stats import qmc
+
+    return qmc.Sobol(dimensions, scramble=True, seed=seed).random_base2(m)
+
+
+def sobol_block(dimensions: int, seed: int, m: int, cache: str | Path | None = None) -> Any:
+    """The first ``2**m`` points of the Sobol sequence in ``dimensions`` dimensions scrambled
+    with ``seed`` (scipy's ``qmc.Sobol(dimensions, scramble=True, seed=seed).random_base2(m)``),
+    as a float64 array of shape ``(2**m, dimensions)``.
+
+    Drawn once per machine and kept in the data cache (`experiments.data.cache`, folder
+    ``sobol``, under a name with the versions of scipy and numpy that drew it, so an upgrade
+    draws afresh), built atomically: two processes drawing the same block at once both
+    succeed. Where the cache cannot be written, the block is drawn in memory.
+
+    Args:
+        dimensions: The number of dimensions (>= 1).
+        seed: The scramble's seed (>= 0): the search's repetition.
+        m: log2 of the number of points (>= 0).
+        cache: The cache folder. Default None: `experiments.data.cache.cache_dir`'s.
+    """
+    import numpy as np
+
+    from experiments.data.cache import build_once, cache_dir
+
+    versions = f"scipy{metadata.version('scipy')}-numpy{np.__version__}"
+    name = f"sobol-d{dimensions}-seed{seed}-m{m}-{versions}.npy"
+
+    def complete(path: Path) -> bool:
+        try:
+            block = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return False
+        return block.shape == (2**m, dimensions) and block.dtype == np.float64
+
+    def build(path: Path) -> None:
+        with open(path, "wb") as file:
+            np.save(file, _draw_sobol(dimensions, seed, m), allow_pickle=False)
+
+    try:
+        folder = cache_dir(cache) / "sobol"
+        return np.load(build_once(folder / name, build, complete), allow_pickle=False)
+    except OSError:  # a read-only or full cache: draw it here
+        return _draw_sobol(dimensions, seed, m)

@@ -3,7 +3,9 @@ a trial's identity (`RunSpec` repetition/trial, budget_cap, resolution)."""
 
 from __future__ import annotations
 
+import errno
 import math
+import subprocess
 import sys
 from collections import Counter
 from itertools import product
@@ -20,6 +22,7 @@ from experiments.search import (
     SCHEDULE,
     Choice,
     budget_schedule,
+    sobol_block,
 )
 from run_contract.identity import FieldError, RunOptions, RunSpec, identity_hash, run_columns
 
@@ -44,6 +47,37 @@ def test_a_trial_is_the_same_point_whenever_it_is_drawn():
     again = SearchSpace(dict(SPACE.dimensions))
     assert later == [again.point(2, 5), again.point(2, 0), again.point(2, 3)]
     assert set(later[0]) == {"lr", "momentum", "warmup"}
+
+
+def test_a_searchs_points_are_drawn_once_per_machine_and_read_back_without_scipy(tmp_path):
+    from scipy.stats import qmc
+
+    drawn = qmc.Sobol(3, scramble=True, seed=4).random_base2(3)
+    assert (sobol_block(3, 4, 3, cache=tmp_path) == drawn).all()
+    (entry,) = (tmp_path / "sobol").iterdir()
+    assert entry.name.startswith("sobol-d3-seed4-m3-scipy")
+    # a run process reads the block back: scipy.stats (seconds of CPU) is never imported
+    code = (
+        "import sys; from experiments.search import sobol_block; "
+        f"block = sobol_block(3, 4, 3, cache={str(tmp_path)!r}); "
+        "print('scipy.stats' in sys.modules, block.tolist() == {drawn!r})"
+    ).replace("{drawn!r}", repr(drawn.tolist()))
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+def test_a_search_point_is_drawn_in_memory_where_the_cache_cannot_be_written(tmp_path, monkeypatch):
+    from scipy.stats import qmc
+
+    import experiments.data.cache
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(experiments.data.cache, "build_once", full)
+    block = sobol_block(2, 1, 2, cache=tmp_path)
+    assert (block == qmc.Sobol(2, scramble=True, seed=1).random_base2(2)).all()
 
 
 def test_repetitions_are_different_searches():
