@@ -639,8 +639,8 @@ def speed_line(speed: pd.DataFrame) -> str:
     )
     return (
         f"speed: seconds per step since the budget began over those before it ({ratios}; "
-        "medians of downstream_s_per_step): the runs still to train are priced at the "
-        "runs' since"
+        "medians of downstream_s_per_step): the runs still to train are priced at the speed "
+        "of those since"
     )
 
 

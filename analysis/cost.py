@@ -13,7 +13,7 @@ incumbent that misses the target, so it costs less than the uncensored runs that
   of another landed search's trials: an upper bound, as a grown search's incumbent is at
   least that good.
 
-A run's cost is its record's ``timing.total_s`` (set-up, training and evaluation on one
+A run's cost is its record's ``timing.total_s`` (training and evaluation on one
 core), cut where it stops in proportion to its training time there. `expected_costs` gives
 each planned run not landed yet its condition's estimate; a condition with nothing landed
 (a new echo factor) takes the same study, workload, echo point, shuffle buffer and batch

@@ -209,7 +209,7 @@ def study_cost(
     Returns:
         One row per group (``by``, then `COST_COLUMNS`): ``landed`` runs and how many
         ``reached`` the target, ``mean_s`` (mean seconds per landed run: the record's
-        ``timing.total_s``, set-up, training and evaluation, on one core), ``landed_s`` (their
+        ``timing.total_s``, training and evaluation, on one core), ``landed_s`` (their
         sum), ``estimate_s`` (the whole group on one core: ``landed_s`` plus, for each run not
         landed, its ``expected_s``, else the mean of the first of these that has runs: its
         condition's landed runs,
