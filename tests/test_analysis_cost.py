@@ -118,3 +118,41 @@ def test_budget_since_without_a_budget_is_a_usage_error(capsys):
         main(["cost", "--runs", "r.csv", "--budget-since", "b.csv"])
     assert stop.value.code == 2
     assert "--budget-since needs --budget-core-hours" in capsys.readouterr().err
+
+
+def test_the_cost_command_counts_what_the_budget_spent_and_how_much_slower_it_trains(
+    tmp_path, capsys
+):
+    from analysis.cli import main
+    from analysis.records import RUN_COLUMNS
+
+    def rows(names, seconds, per_step):
+        return [
+            {
+                "study": "insertion",
+                "record": n,
+                "workload": "w",
+                "echo_point": "none",
+                "echo_factor": 1.0,
+                "reached": True,
+                "total_s": seconds,
+                "eval_s": 1.0,
+                "final_wall_s": seconds - 1.0,
+                "downstream_s_per_step": per_step,
+            }
+            for n in names
+        ]
+
+    old = rows([f"old{i}" for i in range(10)], 360.0, 0.1)
+    before = pd.DataFrame(old + rows(["retrained"], 360.0, 0.1)).reindex(columns=RUN_COLUMNS)
+    now = pd.DataFrame(old + rows(["retrained", *(f"new{i}" for i in range(9))], 720.0, 0.25))
+    now = now.reindex(columns=RUN_COLUMNS)
+    before.to_csv(tmp_path / "before.csv", index=False)
+    now.to_csv(tmp_path / "runs.csv", index=False)
+    main(["cost", "--runs", str(tmp_path / "runs.csv"), "--budget-core-hours", "3",
+          "--budget-since", str(tmp_path / "before.csv")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "speed: seconds per step since the budget began over those before it (w 2.50x" in out
+    # 10 runs of 720 s since (one retrained in place, nine new): 2.0 core-hours
+    assert "budget: 2.0 core-hours spent since it began (10 runs)" in out
+    assert "within the budget of 3 core-hours" in out
