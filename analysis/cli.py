@@ -533,7 +533,7 @@ def _readme(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def _cost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from analysis.cost import censoring_estimates, censoring_line, speed_since
+    from analysis.cost import censoring_estimates, censoring_line, speed_since, trained_since
     from analysis.protocol import CONDITION, PART, study_cost
 
     if args.budget_since is not None and args.budget_core_hours is None:
@@ -619,15 +619,6 @@ def _default_batch(workload: str, scale: str) -> int:
     from experiments import registry
 
     return registry.defaults(workload, scale).hparams["batch_size"]
-
-
-def trained_since(landed: pd.DataFrame, before: pd.DataFrame) -> pd.Series:
-    """Which of ``landed`` (one row per record, with ``total_s``) trained since ``before``
-    (the runs that had landed then): new records, and records retrained in place (their
-    ``total_s`` differs from ``before``'s)."""
-    then = before.drop_duplicates("record").set_index("record")["total_s"]
-    old = landed["record"].map(then)
-    return old.isna() | ((landed["total_s"] - old).abs() > 1e-6)
 
 
 def speed_line(speed: pd.DataFrame) -> str:

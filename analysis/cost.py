@@ -41,6 +41,7 @@ __all__ = [
     "censoring_line",
     "expected_costs",
     "speed_since",
+    "trained_since",
 ]
 
 COST_CONDITION = ["study", "workload", "echo_point", "echo_factor", "shuffle_buffer", "batch_size"]
@@ -234,3 +235,12 @@ def speed_since(landed: pd.DataFrame, since: pd.Series, least: int = 10) -> pd.D
         return table.iloc[0:0]
     table["ratio"] = table["ratio"].fillna(table.loc[table["measured"], "ratio"].median())
     return table
+
+
+def trained_since(landed: pd.DataFrame, before: pd.DataFrame) -> pd.Series:
+    """Which rows of ``landed`` (runs, with ``record`` and ``total_s``) trained since
+    ``before`` (the runs that had landed then): new records, and records retrained in place
+    (their ``total_s`` differs from ``before``'s). Boolean, on ``landed``'s index."""
+    then = before.drop_duplicates("record").set_index("record")["total_s"]
+    old = landed["record"].map(then)
+    return old.isna() | ((landed["total_s"] - old).abs() > 1e-6)

@@ -98,7 +98,8 @@ def test_a_slower_host_is_measured_per_workload_and_filled_from_the_others():
 
 
 def test_the_budget_counts_new_and_retrained_runs_and_says_when_it_is_over():
-    from analysis.cli import budget_line, trained_since
+    from analysis.cli import budget_line
+    from analysis.cost import trained_since
 
     before = pd.DataFrame({"record": ["x", "y"], "total_s": [3600.0, 3600.0]})
     landed = pd.DataFrame({"record": ["x", "y", "z"], "total_s": [3600.0, 7200.0, 3600.0]})
